@@ -1,0 +1,28 @@
+# syntax=docker/dockerfile:1.7
+# Build: docker build -t lead-capture .
+# Run:   docker run -p 3000:3000 -e DATABASE_URL=... -e REDIS_URL=... lead-capture
+ARG BUN_IMAGE=oven/bun:1.4.5-debian
+
+FROM ${BUN_IMAGE} AS dependencies
+WORKDIR /app
+COPY package.json bun.lock ./
+RUN bun install --frozen-lockfile --production --ignore-scripts
+
+FROM ${BUN_IMAGE} AS runtime
+WORKDIR /app
+ENV NODE_ENV=production \
+    PORT=3000 \
+    HOST=0.0.0.0 \
+    DATA_DIR=/app/.data
+COPY --from=dependencies /app/node_modules ./node_modules
+COPY package.json bun.lock tsconfig.json ./
+COPY drizzle ./drizzle
+COPY src ./src
+RUN mkdir -p /app/.data && chown -R bun:bun /app/.data
+USER bun
+EXPOSE 3000
+HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
+  CMD ["bun", "-e", "fetch('http://127.0.0.1:' + (process.env.PORT || 3000) + '/healthz').then(r => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
+# src/index.ts applies pending migrations (under an advisory lock, safe with many replicas
+# starting at once) and then starts the server; exec form, so SIGTERM reaches Bun and drains.
+CMD ["bun", "run", "src/index.ts"]

@@ -1,0 +1,23 @@
+import { Elysia } from 'elysia'
+import type { AppContext } from './context'
+import { healthModule } from './modules/health'
+import { errorsPlugin } from './plugins/errors'
+import { openapiPlugin } from './plugins/openapi'
+import { rateLimitPlugin } from './plugins/rate-limit'
+import { requestContextPlugin } from './plugins/request-context'
+
+/**
+ * The root Elysia instance: no listen, no top-level await, so tests import it and call
+ * `app.handle(request)`. Order matters: request context, then errors, then the rate limiter (so its
+ * headers are known before routing), then the modules.
+ */
+export function createApp(ctx: AppContext) {
+  return new Elysia()
+    .use(requestContextPlugin(ctx))
+    .use(errorsPlugin(ctx))
+    .use(rateLimitPlugin(ctx))
+    .use(openapiPlugin())
+    .use(healthModule(ctx))
+}
+
+export type App = ReturnType<typeof createApp>

@@ -1,0 +1,123 @@
+import { type Static, Type } from '@sinclair/typebox'
+import { Value } from '@sinclair/typebox/value'
+import { parseCidr } from './lib/ip'
+
+/**
+ * The one place that reads the environment. Every variable is validated once at start-up; a bad
+ * value stops the process with a message that names every bad variable (not just the first).
+ */
+const Plan = Type.Union([Type.Literal('free'), Type.Literal('pro'), Type.Literal('enterprise')])
+const LogLevel = Type.Union(['debug', 'info', 'warn', 'error', 'silent'].map((level) => Type.Literal(level)))
+
+export const EnvSchema = Type.Object({
+  PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 3000 }),
+  HOST: Type.String({ minLength: 1, default: '0.0.0.0' }),
+  PUBLIC_BASE_URL: Type.Optional(Type.String({ pattern: '^https?://[^\\s/]+(/[^\\s]*)?$' })),
+  DATABASE_URL: Type.Optional(Type.String({ pattern: '^postgres(ql)?://' })),
+  REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://' })),
+  DATA_DIR: Type.String({ minLength: 1, default: './.data' }),
+  TRUST_PROXY: Type.String({ default: '' }),
+  LOG_LEVEL: Type.Union(LogLevel.anyOf, { default: 'info' }),
+  DEFAULT_PLAN: Type.Union(Plan.anyOf, { default: 'pro' }),
+  SIGNUP_ENABLED: Type.Boolean({ default: true }),
+  LOG_RETENTION_DAYS: Type.Integer({ minimum: 1, maximum: 3650, default: 30 }),
+  PLATFORM_RATE_LIMIT_PER_MIN: Type.Integer({ minimum: 1, default: 600_000 }),
+  DATABASE_POOL_SIZE: Type.Integer({ minimum: 1, maximum: 200, default: 10 }),
+  SHUTDOWN_TIMEOUT_MS: Type.Integer({ minimum: 0, maximum: 600_000, default: 10_000 }),
+})
+
+export type Env = Static<typeof EnvSchema>
+export type PlanName = Static<typeof Plan>
+export type LogLevelName = 'debug' | 'info' | 'warn' | 'error' | 'silent'
+
+export interface Config {
+  port: number
+  host: string
+  publicBaseUrl: string
+  databaseUrl: string | undefined
+  redisUrl: string | undefined
+  dataDir: string
+  trustProxy: string[]
+  logLevel: LogLevelName
+  defaultPlan: PlanName
+  signupEnabled: boolean
+  logRetentionDays: number
+  platformRateLimitPerMin: number
+  databasePoolSize: number
+  shutdownTimeoutMs: number
+}
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`invalid configuration:\n${problems.map((problem) => `  - ${problem}`).join('\n')}`)
+    this.name = 'ConfigError'
+  }
+}
+
+const BOOLEAN_WORDS: Record<string, boolean> = {
+  true: true,
+  '1': true,
+  yes: true,
+  false: false,
+  '0': false,
+  no: false,
+}
+
+export function loadConfig(environment: Record<string, string | undefined> = process.env): Config {
+  const raw: Record<string, unknown> = {}
+  const problems: string[] = []
+  for (const [name, schema] of Object.entries(EnvSchema.properties)) {
+    const text = environment[name]
+    if (text === undefined || text === '') continue
+    if (schema.type === 'integer') {
+      raw[name] = /^-?\d+$/.test(text.trim()) ? Number(text.trim()) : text
+    } else if (schema.type === 'boolean') {
+      const word = BOOLEAN_WORDS[text.trim().toLowerCase()]
+      raw[name] = word ?? text
+    } else {
+      raw[name] = text.trim()
+    }
+  }
+  const withDefaults = Value.Default(EnvSchema, raw) as Record<string, unknown>
+  for (const error of Value.Errors(EnvSchema, withDefaults)) {
+    const name = error.path.replace(/^\//, '')
+    problems.push(`${name}: ${error.message} (got ${JSON.stringify(environment[name])})`)
+  }
+  const trustProxy = String(withDefaults.TRUST_PROXY ?? '')
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter(Boolean)
+  for (const entry of trustProxy) {
+    if (!parseCidr(entry)) problems.push(`TRUST_PROXY: "${entry}" is not an IP address or CIDR range`)
+  }
+  if (problems.length > 0) throw new ConfigError(uniqueByVariable(problems))
+  const env = withDefaults as Env
+  const publicBaseUrl = (env.PUBLIC_BASE_URL ?? `http://localhost:${env.PORT}`).replace(/\/+$/, '')
+  return {
+    port: env.PORT,
+    host: env.HOST,
+    publicBaseUrl,
+    databaseUrl: env.DATABASE_URL,
+    redisUrl: env.REDIS_URL,
+    dataDir: env.DATA_DIR,
+    trustProxy,
+    logLevel: env.LOG_LEVEL as LogLevelName,
+    defaultPlan: env.DEFAULT_PLAN,
+    signupEnabled: env.SIGNUP_ENABLED,
+    logRetentionDays: env.LOG_RETENTION_DAYS,
+    platformRateLimitPerMin: env.PLATFORM_RATE_LIMIT_PER_MIN,
+    databasePoolSize: env.DATABASE_POOL_SIZE,
+    shutdownTimeoutMs: env.SHUTDOWN_TIMEOUT_MS,
+  }
+}
+
+// TypeBox reports a union failure once per member; one line per variable is easier to read.
+function uniqueByVariable(problems: string[]): string[] {
+  const seen = new Set<string>()
+  return problems.filter((problem) => {
+    const name = problem.split(':')[0] ?? problem
+    if (seen.has(name)) return false
+    seen.add(name)
+    return true
+  })
+}

@@ -1,0 +1,111 @@
+import Redis from 'ioredis'
+import type { Config } from './config'
+import { type Database, type DatabaseHandle, openDatabase } from './db/client'
+import { type Clock, systemClock } from './lib/clock'
+import { createLogger, type Logger } from './lib/logger'
+import { MemoryRateLimiter, type RateLimiter, RedisRateLimiter } from './lib/rate-limit'
+
+/**
+ * Everything with a lifetime longer than a request, built once at start-up and passed down.
+ * Tests build their own (a fake clock, a memory logger, their own limiter).
+ */
+export interface AppContext {
+  config: Config
+  database: DatabaseHandle
+  db: Database
+  redis: Redis | null
+  limiter: RateLimiter
+  logger: Logger
+  clock: Clock
+  lifecycle: { draining: boolean }
+  /** Resources to release on shutdown, in reverse order of creation. */
+  onClose(task: () => Promise<void> | void): void
+  close(): Promise<void>
+}
+
+export interface ContextOverrides {
+  clock?: Clock
+  logger?: Logger
+  database?: DatabaseHandle
+  limiter?: RateLimiter
+  /** Use an in-memory PGlite instead of DATA_DIR when no DATABASE_URL is set. */
+  inMemoryDatabase?: boolean
+  /** Prefix of the Redis rate-limit keys (tests isolate themselves with their own). */
+  rateLimitKeyPrefix?: string
+}
+
+/** ioredis tuned to fail fast: a Redis outage must never hang a request (DESIGN §1). */
+export function createRedis(url: string): Redis {
+  return new Redis(url, {
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    commandTimeout: 250,
+    connectTimeout: 1000,
+    lazyConnect: false,
+    retryStrategy: (attempt) => Math.min(attempt * 200, 2000),
+    reconnectOnError: () => false,
+  })
+}
+
+export async function createContext(config: Config, overrides: ContextOverrides = {}): Promise<AppContext> {
+  const logger = overrides.logger ?? createLogger(config.logLevel)
+  const clock = overrides.clock ?? systemClock
+  const closers: Array<() => Promise<void> | void> = []
+  const database =
+    overrides.database ?? (await openDatabase(config, { inMemory: overrides.inMemoryDatabase }))
+  if (!overrides.database) closers.push(() => database.close())
+
+  let redis: Redis | null = null
+  let limiter: RateLimiter
+  if (overrides.limiter) limiter = overrides.limiter
+  else if (config.redisUrl) {
+    redis = createRedis(config.redisUrl)
+    // Errors are reported through the limiter's state; without a listener ioredis prints each one.
+    redis.on('error', () => {})
+    await waitForRedis(redis, 1000)
+    limiter = new RedisRateLimiter(redis, new MemoryRateLimiter(), logger, overrides.rateLimitKeyPrefix)
+    const client = redis
+    closers.push(() => {
+      client.disconnect()
+    })
+  } else limiter = new MemoryRateLimiter()
+  closers.push(() => limiter.close())
+
+  const context: AppContext = {
+    config,
+    database,
+    db: database.db,
+    redis,
+    limiter,
+    logger,
+    clock,
+    lifecycle: { draining: false },
+    onClose(task) {
+      closers.push(task)
+    },
+    async close() {
+      for (const task of closers.reverse()) {
+        try {
+          await task()
+        } catch (error) {
+          logger.warn('error while closing a resource', { error })
+        }
+      }
+    },
+  }
+  return context
+}
+
+// Start-up waits briefly so the first requests use the shared limiter, but never fails on Redis.
+async function waitForRedis(redis: Redis, timeoutMs: number): Promise<void> {
+  if (redis.status === 'ready') return
+  await new Promise<void>((resolve) => {
+    const timer = setTimeout(done, timeoutMs)
+    redis.once('ready', done)
+    function done() {
+      clearTimeout(timer)
+      redis.off('ready', done)
+      resolve()
+    }
+  })
+}

@@ -1,0 +1,94 @@
+import { mkdirSync } from 'node:fs'
+import { PGlite } from '@electric-sql/pglite'
+import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core'
+import { drizzle as drizzlePglite } from 'drizzle-orm/pglite'
+import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js'
+import postgres from 'postgres'
+import type { Config } from '../config'
+import * as schema from './schema'
+
+export type Schema = typeof schema
+export type Database = PgDatabase<PgQueryResultHKT, Schema>
+
+export interface DatabaseHandle {
+  engine: 'postgres' | 'pglite'
+  db: Database
+  /** Human-readable location for start-up logs, without credentials. */
+  location: string
+  ping(): Promise<void>
+  /**
+   * LISTEN on a channel. `onConnect` runs on every (re)connection of the listener: notifications
+   * sent while it was down are lost, so callers drop whatever they cached.
+   */
+  listen(channel: string, onMessage: (payload: string) => void, onConnect?: () => void): Promise<void>
+  notify(channel: string, payload: string): Promise<void>
+  close(): Promise<void>
+}
+
+export async function openDatabase(
+  config: Config,
+  options: { inMemory?: boolean } = {},
+): Promise<DatabaseHandle> {
+  if (config.databaseUrl) return openPostgres(config.databaseUrl, config.databasePoolSize)
+  return openPglite(options.inMemory ? undefined : config.dataDir)
+}
+
+function openPostgres(url: string, poolSize: number): DatabaseHandle {
+  const client = postgres(url, {
+    max: poolSize,
+    // A lost database must surface quickly as 503, not as a request that waits forever.
+    connect_timeout: 3,
+    idle_timeout: 60,
+    max_lifetime: 60 * 30,
+    prepare: true,
+    onnotice: () => {},
+    connection: { application_name: 'lead-capture' },
+  })
+  const db = drizzlePostgres(client, { schema }) as unknown as Database
+  const location = (() => {
+    const parsed = new URL(url)
+    return `postgres://${parsed.hostname}:${parsed.port || 5432}${parsed.pathname}`
+  })()
+  return {
+    engine: 'postgres',
+    db,
+    location,
+    async ping() {
+      await client`select 1`
+    },
+    async listen(channel, onMessage, onConnect) {
+      await client.listen(channel, onMessage, onConnect)
+    },
+    async notify(channel, payload) {
+      await client.notify(channel, payload)
+    },
+    async close() {
+      await client.end({ timeout: 5 })
+    },
+  }
+}
+
+async function openPglite(dataDir: string | undefined): Promise<DatabaseHandle> {
+  if (dataDir) mkdirSync(dataDir, { recursive: true })
+  const client = dataDir ? new PGlite(dataDir) : new PGlite()
+  await client.waitReady
+  const db = drizzlePglite(client, { schema }) as unknown as Database
+  return {
+    engine: 'pglite',
+    db,
+    location: dataDir ? `pglite:${dataDir}` : 'pglite:memory',
+    async ping() {
+      await client.query('select 1')
+    },
+    async listen(channel, onMessage, onConnect) {
+      await client.listen(channel, onMessage)
+      onConnect?.()
+    },
+    async notify(channel, payload) {
+      await client.query('select pg_notify($1, $2)', [channel, payload])
+    },
+    async close() {
+      if (!client.closed) await client.close()
+    },
+  }
+}

@@ -1,0 +1,40 @@
+import { fileURLToPath } from 'node:url'
+import { sql } from 'drizzle-orm'
+import { migrate as migratePglite } from 'drizzle-orm/pglite/migrator'
+import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js'
+import { migrate as migratePostgres } from 'drizzle-orm/postgres-js/migrator'
+import postgres from 'postgres'
+import type { Config } from '../config'
+import type { Logger } from '../lib/logger'
+import type { DatabaseHandle } from './client'
+
+export const MIGRATIONS_FOLDER = fileURLToPath(new URL('../../drizzle', import.meta.url))
+
+// Any constant works; it only has to be the same in every replica.
+const MIGRATION_LOCK_ID = 7_364_521_001
+
+/**
+ * Applies pending migrations from `drizzle/`. On PostgreSQL a session-level advisory lock on a
+ * dedicated connection serialises replicas that start at the same moment: the second waits, then
+ * finds nothing left to apply.
+ */
+export async function runMigrations(config: Config, handle: DatabaseHandle, logger: Logger): Promise<void> {
+  const started = performance.now()
+  if (handle.engine === 'pglite' || !config.databaseUrl) {
+    await migratePglite(handle.db as never, { migrationsFolder: MIGRATIONS_FOLDER })
+  } else {
+    const client = postgres(config.databaseUrl, { max: 1, onnotice: () => {}, connect_timeout: 5 })
+    try {
+      const db = drizzlePostgres(client)
+      await db.execute(sql`select pg_advisory_lock(${MIGRATION_LOCK_ID})`)
+      try {
+        await migratePostgres(db, { migrationsFolder: MIGRATIONS_FOLDER })
+      } finally {
+        await db.execute(sql`select pg_advisory_unlock(${MIGRATION_LOCK_ID})`)
+      }
+    } finally {
+      await client.end({ timeout: 5 })
+    }
+  }
+  logger.info('migrations applied', { duration_ms: Math.round(performance.now() - started) })
+}

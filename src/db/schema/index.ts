@@ -1,0 +1,7 @@
+export * from './delivery-logs'
+export * from './leads'
+export * from './organizations'
+export * from './personal-access-tokens'
+export * from './sessions'
+export * from './users'
+export * from './webhook-sources'

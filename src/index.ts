@@ -1,0 +1,71 @@
+import { createApp } from './app'
+import { type Config, ConfigError, loadConfig } from './config'
+import { createContext } from './context'
+import { runMigrations } from './db/migrate'
+
+/** Start-up only: config → context → migrations → listen → signals. */
+const startedAt = performance.now()
+
+let config: Config
+try {
+  config = loadConfig()
+} catch (error) {
+  if (error instanceof ConfigError) {
+    console.error(error.message)
+    process.exit(1)
+  }
+  throw error
+}
+
+const ctx = await createContext(config)
+const { logger } = ctx
+logger.info('starting', {
+  database: ctx.database.location,
+  rate_limiter: ctx.limiter.kind === 'redis' ? 'redis' : 'in-process (no REDIS_URL)',
+})
+
+try {
+  await runMigrations(config, ctx.database, logger)
+} catch (error) {
+  logger.error('migrations failed', { error })
+  await ctx.close()
+  process.exit(1)
+}
+
+const app = createApp(ctx).listen({
+  port: config.port,
+  hostname: config.host,
+  // The inbound route enforces its own 100 KB limit while reading; this only caps everything else.
+  maxRequestBodySize: 1024 * 1024,
+})
+
+logger.info('ready', {
+  url: `http://${config.host}:${app.server?.port}`,
+  public_base_url: config.publicBaseUrl,
+  startup_ms: Math.round(performance.now() - startedAt),
+})
+
+/**
+ * SIGTERM/SIGINT: readiness goes 503 at once, the listener stops taking connections, in-flight
+ * requests finish (bounded by SHUTDOWN_TIMEOUT_MS), then pools close.
+ */
+async function shutdown(signal: string) {
+  if (ctx.lifecycle.draining) return
+  ctx.lifecycle.draining = true
+  logger.info('shutdown: draining in-flight requests', { signal })
+  const deadline = setTimeout(() => {
+    logger.warn('shutdown: timeout reached, closing remaining connections')
+    app.server?.stop(true)
+  }, config.shutdownTimeoutMs)
+  try {
+    await app.server?.stop(false)
+  } finally {
+    clearTimeout(deadline)
+  }
+  await ctx.close()
+  logger.info('shutdown: done')
+  process.exit(0)
+}
+
+process.on('SIGTERM', () => void shutdown('SIGTERM'))
+process.on('SIGINT', () => void shutdown('SIGINT'))

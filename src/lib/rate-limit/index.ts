@@ -1,0 +1,3 @@
+export { MemoryRateLimiter } from './memory'
+export { RedisRateLimiter } from './redis'
+export * from './types'

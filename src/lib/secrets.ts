@@ -1,0 +1,102 @@
+import { timingSafeEqual } from 'node:crypto'
+
+/**
+ * The one home of raw secret bytes: generation, checksum, digest, comparison and masking.
+ *
+ * Format: prefix + 32 random base62 characters + 6 base62 characters of the CRC32 of the random
+ * part. The checksum lets a typo'd or truncated key be rejected before any I/O; the random part
+ * carries ~190 bits of entropy. Only SHA-256 digests are stored.
+ */
+export const SECRET_PREFIXES = {
+  source_key: 'flwh_',
+  pat: 'fl_pat_',
+  session: 'fl_sess_',
+} as const
+
+export type SecretKind = keyof typeof SECRET_PREFIXES
+
+const ALPHABET = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'
+const RANDOM_LENGTH = 32
+const CHECKSUM_LENGTH = 6
+const BODY_LENGTH = RANDOM_LENGTH + CHECKSUM_LENGTH
+const BODY_PATTERN = new RegExp(`^[0-9A-Za-z]{${BODY_LENGTH}}$`)
+
+function randomBase62(length: number): string {
+  // Rejection sampling keeps every character uniformly distributed (256 is not a multiple of 62).
+  let out = ''
+  while (out.length < length) {
+    for (const byte of crypto.getRandomValues(new Uint8Array(length * 2))) {
+      if (byte < 248 && out.length < length) out += ALPHABET[byte % 62]
+    }
+  }
+  return out
+}
+
+function checksum(randomPart: string): string {
+  let value = Bun.hash.crc32(randomPart)
+  let out = ''
+  for (let index = 0; index < CHECKSUM_LENGTH; index++) {
+    out = ALPHABET[value % 62] + out
+    value = Math.floor(value / 62)
+  }
+  return out
+}
+
+export function generateSecret(kind: SecretKind): string {
+  const randomPart = randomBase62(RANDOM_LENGTH)
+  return SECRET_PREFIXES[kind] + randomPart + checksum(randomPart)
+}
+
+/** Prefix, length, alphabet and checksum: everything that can be checked without I/O. */
+export function isWellFormedSecret(kind: SecretKind, value: string): boolean {
+  const prefix = SECRET_PREFIXES[kind]
+  if (value.length !== prefix.length + BODY_LENGTH || !value.startsWith(prefix)) return false
+  const body = value.slice(prefix.length)
+  if (!BODY_PATTERN.test(body)) return false
+  return checksum(body.slice(0, RANDOM_LENGTH)) === body.slice(RANDOM_LENGTH)
+}
+
+export function secretKindOf(value: string): SecretKind | null {
+  for (const kind of Object.keys(SECRET_PREFIXES) as SecretKind[]) {
+    if (value.startsWith(SECRET_PREFIXES[kind])) return kind
+  }
+  return null
+}
+
+/** Hex SHA-256 of the whole secret: what the database stores and indexes. */
+export function digestSecret(value: string): string {
+  return new Bun.CryptoHasher('sha256').update(value).digest('hex')
+}
+
+export function digestsEqual(left: string, right: string): boolean {
+  const a = Buffer.from(left, 'hex')
+  const b = Buffer.from(right, 'hex')
+  return a.length === b.length && a.length > 0 && timingSafeEqual(a, b)
+}
+
+/** `flwh_AbCd…WxYz`: enough to recognise a key, never enough to use it. */
+export function maskSecret(value: string): string {
+  const kind = secretKindOf(value)
+  const prefix = kind ? SECRET_PREFIXES[kind] : ''
+  const body = value.slice(prefix.length)
+  if (body.length < 12) return `${prefix}…`
+  return `${prefix}${body.slice(0, 4)}…${body.slice(-4)}`
+}
+
+export function maskFromParts(kind: SecretKind, first4: string, last4: string): string {
+  return `${SECRET_PREFIXES[kind]}${first4}…${last4}`
+}
+
+/** The first and last four characters of the body, stored to show a masked value later. */
+export function secretHints(value: string): { first4: string; last4: string } {
+  const kind = secretKindOf(value)
+  const body = value.slice(kind ? SECRET_PREFIXES[kind].length : 0)
+  return { first4: body.slice(0, 4), last4: body.slice(-4) }
+}
+
+const ANY_SECRET = /(flwh_|fl_pat_|fl_sess_)([0-9A-Za-z]{4})[0-9A-Za-z]{4,}([0-9A-Za-z]{4})/g
+
+/** Masks every secret-looking token in free text (paths, log lines). */
+export function maskSecretsInText(text: string): string {
+  return text.replace(ANY_SECRET, '$1$2…$3')
+}

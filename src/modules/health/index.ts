@@ -1,0 +1,70 @@
+import { Elysia, t } from 'elysia'
+import type { AppContext } from '../../context'
+
+const Readiness = t.Object({
+  status: t.Union([t.Literal('ready'), t.Literal('not_ready')]),
+  draining: t.Boolean(),
+  database: t.Object({ engine: t.String(), status: t.Union([t.Literal('up'), t.Literal('down')]) }),
+  rate_limiter: t.Object({
+    kind: t.String(),
+    status: t.Union([t.Literal('up'), t.Literal('degraded')]),
+    note: t.Optional(t.String()),
+  }),
+})
+
+/** Liveness and readiness probes. Not rate-limited and not logged per request. */
+export function healthModule(ctx: AppContext) {
+  return new Elysia({ name: 'health', detail: { tags: ['Operations'] } })
+    .get('/healthz', () => ({ status: 'ok' as const }), {
+      response: { 200: t.Object({ status: t.Literal('ok') }) },
+      detail: { summary: 'Liveness: the process is up', tags: ['Operations'] },
+    })
+    .get(
+      '/readyz',
+      async ({ status }) => {
+        let databaseUp = true
+        try {
+          await withTimeout(ctx.database.ping(), 2000)
+        } catch {
+          databaseUp = false
+        }
+        const limiterState = ctx.limiter.state()
+        const body = {
+          status: (databaseUp && !ctx.lifecycle.draining ? 'ready' : 'not_ready') as 'ready' | 'not_ready',
+          draining: ctx.lifecycle.draining,
+          database: { engine: ctx.database.engine, status: (databaseUp ? 'up' : 'down') as 'up' | 'down' },
+          rate_limiter: {
+            kind: ctx.limiter.kind,
+            status: limiterState,
+            ...(limiterState === 'degraded'
+              ? { note: 'redis unreachable: limits enforced per replica by the in-process fallback' }
+              : {}),
+          },
+        }
+        return body.status === 'ready' ? body : status(503, body)
+      },
+      {
+        response: { 200: Readiness, 503: Readiness },
+        detail: {
+          summary: 'Readiness: database reachable and not draining (Redis state reported, not fatal)',
+          tags: ['Operations'],
+        },
+      },
+    )
+}
+
+function withTimeout<T>(promise: Promise<T>, milliseconds: number): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('timeout')), milliseconds)
+    promise.then(
+      (value) => {
+        clearTimeout(timer)
+        resolve(value)
+      },
+      (error) => {
+        clearTimeout(timer)
+        reject(error)
+      },
+    )
+  })
+}

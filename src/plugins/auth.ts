@@ -1,0 +1,69 @@
+import { Elysia } from 'elysia'
+import type { AppContext } from '../context'
+import { errors } from '../lib/errors'
+import { perContext } from '../lib/memo'
+import type { Feature, Permission } from '../lib/permissions'
+import { CredentialResolver } from '../modules/auth/credentials'
+
+export interface AuthRequirement {
+  /** Permission the principal must hold (after PAT scope intersection). */
+  permission?: Permission
+  /** Plan feature the organization must have. */
+  feature?: Feature
+  /** Only a session may call (e.g. creating a PAT). */
+  sessionOnly?: boolean
+}
+
+export const credentialResolver = perContext((ctx: AppContext) => new CredentialResolver(ctx))
+
+const UNAUTHORIZED_MESSAGES: Record<string, string> = {
+  missing:
+    'authentication required: send a session token or PAT as "Authorization: Bearer <token>" or "X-API-Key"',
+  malformed: 'the token is not a valid session token or personal access token',
+  unknown: 'the token is invalid',
+  expired: 'the token has expired',
+  revoked: 'the token has been revoked',
+}
+
+/**
+ * The `auth` macro: `{ auth: { permission: 'settings.integrations', feature: 'integrations' } }` on a
+ * route resolves `principal` or answers 401 / 403 with DESIGN §4 bodies.
+ */
+export const authPlugin = perContext((ctx: AppContext) => {
+  const resolver = credentialResolver(ctx)
+  return new Elysia({ name: 'auth' }).macro({
+    auth: (requirement: AuthRequirement | true) => ({
+      detail: { security: [{ bearerAuth: [] }, { apiKeyAuth: [] }] },
+      async resolve({ request }) {
+        const authentication = await resolver.authenticate(request)
+        if (!authentication.ok) {
+          throw errors.unauthorized(
+            UNAUTHORIZED_MESSAGES[authentication.reason] ?? 'unauthorized',
+            authentication.tokenSent,
+          )
+        }
+        const { principal } = authentication
+        const rule = requirement === true ? {} : requirement
+        if (rule.sessionOnly && principal.kind !== 'session') {
+          throw errors.forbidden(
+            'session_required',
+            'this operation needs a session token, not a personal access token',
+          )
+        }
+        if (rule.permission && !principal.permissions.has(rule.permission)) {
+          throw errors.forbidden('permission_denied', `the permission "${rule.permission}" is required`, {
+            required_permission: rule.permission,
+          })
+        }
+        if (rule.feature && !principal.features.includes(rule.feature)) {
+          throw errors.forbidden(
+            'plan_feature_required',
+            `the plan "${principal.plan}" does not include the feature "${rule.feature}"`,
+            { required_feature: rule.feature, plan: principal.plan },
+          )
+        }
+        return { principal }
+      },
+    }),
+  })
+})

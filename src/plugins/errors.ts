@@ -1,0 +1,66 @@
+import { Elysia } from 'elysia'
+import type { AppContext } from '../context'
+import { AppError, errors, isDatabaseUnavailable, type ValidationDetail } from '../lib/errors'
+import { requestRegistry } from './request-context'
+
+interface ValidationLike {
+  all?: Array<{ path?: string; message?: string; summary?: string }>
+  message: string
+}
+
+/**
+ * One onError for the whole app: renders DESIGN §2 bodies `{ error, message, request_id, ... }`,
+ * adds the rate-limit and request-id headers, logs only 5xx. Database outages become 503 with
+ * Retry-After instead of 500.
+ */
+export function errorsPlugin(ctx: AppContext) {
+  const registry = requestRegistry(ctx)
+  return new Elysia({ name: 'errors' }).onError({ as: 'global' }, ({ code, error, request, set }) => {
+    const meta = registry.get(request)
+    let appError: AppError
+    if (error instanceof AppError) appError = error
+    else if (code === 'VALIDATION') {
+      const details = validationDetails(error as unknown as ValidationLike)
+      appError = errors.validation('the request does not match the schema', details)
+    } else if (code === 'NOT_FOUND') appError = errors.notFound('route')
+    else if (code === 'PARSE') appError = errors.invalidBody('the request body could not be parsed')
+    else if (code === 'INVALID_COOKIE_SIGNATURE') appError = errors.validation('invalid cookie')
+    else if (isDatabaseUnavailable(error)) {
+      ctx.logger.error('database unavailable', { request_id: meta.requestId, error })
+      appError = errors.serviceUnavailable()
+    } else {
+      ctx.logger.error('unhandled error', { request_id: meta.requestId, error })
+      appError = new AppError(500, 'internal_error', 'an unexpected error occurred')
+    }
+    if (appError.status >= 500 && appError.status !== 503) {
+      ctx.logger.error('server error', { request_id: meta.requestId, code: appError.code })
+    }
+    const headers: Record<string, string> = {
+      'content-type': 'application/json',
+      'x-request-id': meta.requestId,
+      ...meta.rateLimitHeaders,
+      ...appError.headers,
+    }
+    for (const [name, value] of Object.entries(set.headers)) {
+      if (typeof value === 'string' && !(name in headers)) headers[name] = value
+    }
+    set.status = appError.status
+    return new Response(
+      JSON.stringify({
+        error: appError.code,
+        message: appError.message,
+        request_id: meta.requestId,
+        ...appError.extra,
+      }),
+      { status: appError.status, headers },
+    )
+  })
+}
+
+function validationDetails(error: ValidationLike): ValidationDetail[] {
+  const all = Array.isArray(error.all) ? error.all : []
+  return all.slice(0, 20).map((entry) => ({
+    path: entry.path || '/',
+    message: entry.summary ?? entry.message ?? 'invalid value',
+  }))
+}

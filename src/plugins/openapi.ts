@@ -1,0 +1,55 @@
+import { openapi } from '@elysiajs/openapi'
+
+/** Swagger UI at /swagger, the OpenAPI document at /swagger/json. */
+export function openapiPlugin() {
+  return openapi({
+    path: '/swagger',
+    specPath: '/swagger/json',
+    provider: 'swagger-ui',
+    exclude: { paths: ['/swagger', '/swagger/json'] },
+    documentation: {
+      info: {
+        title: 'Lead Capture API',
+        version: '1.0.0',
+        description: [
+          'Inbound lead capture through per-source webhook URLs, source management, source health,',
+          'delivery logs, the tracking script and personal access tokens.',
+          '',
+          'Every response carries `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset`',
+          '(seconds until the sliding window frees a slot) for the most constraining bucket; a 429 also',
+          'carries `Retry-After`. Errors have the body `{ error, message, request_id }` plus fields of',
+          'their own (`details` on 400; `limit`, `remaining`, `retry_after` on 429).',
+        ].join('\n'),
+      },
+      tags: [
+        {
+          name: 'Inbound',
+          description: 'Receiving leads on a webhook URL (authenticated by the key in the URL)',
+        },
+        { name: 'Sources', description: 'Webhook sources: keys, allow lists, field mapping' },
+        { name: 'Health & logs', description: 'Source health and delivery logs' },
+        { name: 'Tracker', description: 'The website tracking script' },
+        { name: 'Auth', description: 'Sign-up, log-in and sessions' },
+        { name: 'Personal access tokens', description: 'Tokens for server-side integrations' },
+        { name: 'Members', description: 'Users of an organization' },
+        { name: 'Leads', description: 'Stored leads' },
+        { name: 'Operations', description: 'Probes' },
+      ],
+      components: {
+        securitySchemes: {
+          bearerAuth: {
+            type: 'http',
+            scheme: 'bearer',
+            description: 'A session token (`fl_sess_…`) or personal access token (`fl_pat_…`)',
+          },
+          apiKeyAuth: {
+            type: 'apiKey',
+            in: 'header',
+            name: 'X-API-Key',
+            description: 'A personal access token',
+          },
+        },
+      },
+    },
+  })
+}

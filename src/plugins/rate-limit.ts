@@ -1,0 +1,121 @@
+import { Elysia } from 'elysia'
+import type { AppContext } from '../context'
+import { AppError } from '../lib/errors'
+import { pathOf } from '../lib/http'
+import { type RateLimitResult, type RateLimitRule, retryAfterSeconds } from '../lib/rate-limit'
+import { credentialResolver } from './auth'
+import { requestRegistry } from './request-context'
+
+export const WINDOW_MS = 60_000
+export const MANAGEMENT_LIMIT_PER_MIN = 100
+
+/** Endpoints with a limit tighter than the management default (DESIGN §5). */
+const TIGHTER_LIMITS: Array<{
+  method: string
+  path: RegExp
+  bucket: string
+  limit: number
+  per: 'ip' | 'user'
+}> = [
+  { method: 'POST', path: /^\/api\/auth\/login$/, bucket: 'login', limit: 10, per: 'ip' },
+  { method: 'POST', path: /^\/api\/auth\/signup$/, bucket: 'signup', limit: 5, per: 'ip' },
+  { method: 'POST', path: /^\/api\/pat$/, bucket: 'pat_create', limit: 10, per: 'user' },
+  {
+    method: 'POST',
+    path: /^\/api\/webhook\/sources\/[^/]+\/regenerate-key$/,
+    bucket: 'regenerate_key',
+    limit: 10,
+    per: 'user',
+  },
+]
+
+/** Paths the global hook leaves alone: probes are never counted; the inbound route limits itself. */
+export function isSelfLimitedPath(path: string): boolean {
+  return path === '/healthz' || path === '/readyz' || path.startsWith('/api/webhook/lead/')
+}
+
+export function platformRule(ctx: AppContext): RateLimitRule {
+  return { bucket: 'platform', key: 'all', limit: ctx.config.platformRateLimitPerMin, windowMs: WINDOW_MS }
+}
+
+/** `/api/webhook/sources/0190…/logs` → `/api/webhook/sources/:id/logs`: one bucket per endpoint. */
+export function endpointOf(method: string, path: string): string {
+  const normalised = path
+    .split('/')
+    .map((segment) =>
+      /^[0-9a-f]{8}-[0-9a-f-]{27}$/i.test(segment) || /^(flwh|fl)_/.test(segment) ? ':id' : segment,
+    )
+    .join('/')
+  return `${method} ${normalised}`
+}
+
+export function rateLimitHeaders(result: RateLimitResult): Record<string, string> {
+  const { decisive } = result
+  const headers: Record<string, string> = {
+    'x-ratelimit-limit': String(decisive.limit),
+    'x-ratelimit-remaining': String(decisive.remaining),
+    'x-ratelimit-reset': String(Math.ceil(decisive.resetMs / 1000)),
+  }
+  if (!result.allowed) headers['retry-after'] = String(retryAfterSeconds(decisive))
+  return headers
+}
+
+export function rateLimitedError(result: RateLimitResult): AppError {
+  const retryAfter = retryAfterSeconds(result.decisive)
+  return new AppError(
+    429,
+    'rate_limited',
+    `rate limit exceeded: at most ${result.decisive.limit} requests per minute; retry in ${retryAfter} s`,
+    { limit: result.decisive.limit, remaining: result.decisive.remaining, retry_after: retryAfter },
+    rateLimitHeaders(result),
+  )
+}
+
+/**
+ * Checks the rules in one limiter call, records the headers for the response (success or error),
+ * and throws 429 when any bucket refuses.
+ */
+export async function enforceRateLimit(
+  ctx: AppContext,
+  request: Request,
+  headers: Record<string, unknown>,
+  rules: RateLimitRule[],
+): Promise<RateLimitResult> {
+  const result = await ctx.limiter.check(rules, ctx.clock.now())
+  const limitHeaders = rateLimitHeaders(result)
+  requestRegistry(ctx).get(request).rateLimitHeaders = limitHeaders
+  Object.assign(headers, limitHeaders)
+  if (!result.allowed) throw rateLimitedError(result)
+  return result
+}
+
+/**
+ * Management traffic: platform-wide bucket plus one bucket per principal (user) and endpoint, by
+ * IP when anonymous. Runs before routing, so 404s and 401s carry the headers too.
+ */
+export function rateLimitPlugin(ctx: AppContext) {
+  const registry = requestRegistry(ctx)
+  const resolver = credentialResolver(ctx)
+  return new Elysia({ name: 'rate-limit' }).onRequest(async ({ request, set }) => {
+    const path = pathOf(request)
+    if (isSelfLimitedPath(path)) return
+    const meta = registry.get(request)
+    const tighter = TIGHTER_LIMITS.find((rule) => rule.method === request.method && rule.path.test(path))
+    let subject = `ip:${meta.clientIp}`
+    if (!tighter || tighter.per === 'user') {
+      // A database outage must not hide the headers: fall back to the IP as the subject.
+      const authentication = await resolver.authenticate(request).catch(() => null)
+      if (authentication?.ok) subject = `user:${authentication.principal.userId}`
+    }
+    const endpoint = tighter ? tighter.bucket : endpointOf(request.method, path)
+    await enforceRateLimit(ctx, request, set.headers, [
+      platformRule(ctx),
+      {
+        bucket: tighter ? tighter.bucket : 'management',
+        key: `${subject}:${endpoint}`,
+        limit: tighter ? tighter.limit : MANAGEMENT_LIMIT_PER_MIN,
+        windowMs: WINDOW_MS,
+      },
+    ])
+  })
+}

@@ -1,0 +1,32 @@
+import { Elysia } from 'elysia'
+import type { AppContext } from '../context'
+import { pathOf, RequestRegistry } from '../lib/http'
+import { perContext } from '../lib/memo'
+
+export const requestRegistry = perContext((ctx: AppContext) => new RequestRegistry(ctx.config.trustProxy))
+
+/**
+ * Request id (accepted from X-Request-Id or generated, always echoed), client IP, and one JSON log
+ * line per request. Type-free and global, so it sees every request, unmatched ones included.
+ */
+export function requestContextPlugin(ctx: AppContext) {
+  const registry = requestRegistry(ctx)
+  return new Elysia({ name: 'request-context' })
+    .onRequest(({ request, set, server }) => {
+      const meta = registry.open(request, server?.requestIP(request)?.address)
+      set.headers['x-request-id'] = meta.requestId
+    })
+    .onAfterResponse({ as: 'global' }, ({ request, set }) => {
+      const meta = registry.get(request)
+      const path = pathOf(request)
+      if (path === '/healthz' || path === '/readyz') return
+      ctx.logger.info('request', {
+        request_id: meta.requestId,
+        method: request.method,
+        path,
+        status: typeof set.status === 'number' ? set.status : 200,
+        duration_ms: Math.round((performance.now() - meta.startedAt) * 100) / 100,
+        client_ip: meta.clientIp,
+      })
+    })
+}

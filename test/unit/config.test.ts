@@ -1,0 +1,83 @@
+import { describe, expect, test } from 'bun:test'
+import { ConfigError, loadConfig } from '../../src/config'
+
+describe('config', () => {
+  test('defaults apply when nothing is set', () => {
+    const config = loadConfig({})
+    expect(config).toMatchObject({
+      port: 3000,
+      host: '0.0.0.0',
+      publicBaseUrl: 'http://localhost:3000',
+      databaseUrl: undefined,
+      redisUrl: undefined,
+      dataDir: './.data',
+      trustProxy: [],
+      logLevel: 'info',
+      defaultPlan: 'pro',
+      signupEnabled: true,
+      logRetentionDays: 30,
+      platformRateLimitPerMin: 600_000,
+    })
+  })
+
+  test('values are converted from their text form', () => {
+    const config = loadConfig({
+      PORT: '8080',
+      SIGNUP_ENABLED: 'false',
+      TRUST_PROXY: '10.0.0.0/8, ::1',
+      PUBLIC_BASE_URL: 'https://leads.example.com/',
+      DEFAULT_PLAN: 'free',
+    })
+    expect(config.port).toBe(8080)
+    expect(config.signupEnabled).toBe(false)
+    expect(config.trustProxy).toEqual(['10.0.0.0/8', '::1'])
+    expect(config.publicBaseUrl).toBe('https://leads.example.com')
+    expect(config.defaultPlan).toBe('free')
+  })
+
+  test('every bad variable is named, not only the first', () => {
+    let caught: unknown
+    try {
+      loadConfig({
+        PORT: 'eighty',
+        DATABASE_URL: 'mysql://nope',
+        LOG_LEVEL: 'loud',
+        DEFAULT_PLAN: 'gold',
+        SIGNUP_ENABLED: 'maybe',
+        LOG_RETENTION_DAYS: '0',
+        TRUST_PROXY: '10.0.0.0/99',
+      })
+    } catch (error) {
+      caught = error
+    }
+    expect(caught).toBeInstanceOf(ConfigError)
+    const problems = (caught as ConfigError).problems
+    const named = problems.map((problem) => problem.split(':')[0])
+    expect(named.sort()).toEqual(
+      [
+        'DATABASE_URL',
+        'DEFAULT_PLAN',
+        'LOG_LEVEL',
+        'LOG_RETENTION_DAYS',
+        'PORT',
+        'SIGNUP_ENABLED',
+        'TRUST_PROXY',
+      ].sort(),
+    )
+    expect((caught as ConfigError).message).toContain('PORT')
+  })
+
+  test('a bad value stops the service with exit code 1 and names the variable', async () => {
+    const child = Bun.spawn(['bun', 'run', 'src/index.ts'], {
+      cwd: `${import.meta.dir}/../..`,
+      env: { ...process.env, PORT: 'not-a-port', REDIS_URL: 'http://wrong', DATABASE_URL: '' },
+      stdout: 'pipe',
+      stderr: 'pipe',
+    })
+    const exitCode = await child.exited
+    const stderr = await new Response(child.stderr).text()
+    expect(exitCode).toBe(1)
+    expect(stderr).toContain('PORT')
+    expect(stderr).toContain('REDIS_URL')
+  })
+})

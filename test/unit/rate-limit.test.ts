@@ -1,0 +1,126 @@
+import { afterAll, describe, expect, test } from 'bun:test'
+import type Redis from 'ioredis'
+import { createRedis } from '../../src/context'
+import { FakeClock } from '../../src/lib/clock'
+import { createMemoryLogger } from '../../src/lib/logger'
+import { MemoryRateLimiter, type RateLimiter, RedisRateLimiter } from '../../src/lib/rate-limit'
+
+const redisUrl = process.env.REDIS_URL
+const openClients: Redis[] = []
+afterAll(() => {
+  for (const client of openClients) client.disconnect()
+})
+
+function redisLimiter(url: string): RedisRateLimiter {
+  const client = createRedis(url)
+  client.on('error', () => {})
+  openClients.push(client)
+  return new RedisRateLimiter(
+    client,
+    new MemoryRateLimiter(),
+    createMemoryLogger(),
+    `rl:test:${crypto.randomUUID()}:`,
+  )
+}
+
+const implementations: Array<[string, () => RateLimiter]> = [['in-process', () => new MemoryRateLimiter()]]
+if (redisUrl) implementations.push(['redis', () => redisLimiter(redisUrl)])
+
+const perKey = (key = 'k') => ({ bucket: 'inbound', key, limit: 60, windowMs: 60_000 })
+
+describe.each(implementations)('sliding window (%s)', (_name, build) => {
+  test('the 61st request of 60 inside the window is refused', async () => {
+    const limiter = build()
+    const clock = new FakeClock()
+    for (let index = 0; index < 60; index++) {
+      const result = await limiter.check([perKey()], clock.now())
+      expect(result.allowed).toBe(true)
+      expect(result.decisive.remaining).toBe(59 - index)
+      clock.advance(500)
+    }
+    const refused = await limiter.check([perKey()], clock.now())
+    expect(refused.allowed).toBe(false)
+    expect(refused.decisive).toMatchObject({ bucket: 'inbound', limit: 60, remaining: 0, allowed: false })
+    // The oldest request was 30 s ago: a slot frees in 30 s.
+    expect(refused.decisive.resetMs).toBe(30_000)
+  })
+
+  test('a slot is freed exactly when the oldest request leaves the window', async () => {
+    const limiter = build()
+    const clock = new FakeClock()
+    const start = clock.now()
+    await limiter.check([perKey()], start)
+    clock.advance(10_000)
+    for (let index = 0; index < 59; index++) await limiter.check([perKey()], clock.now())
+    expect((await limiter.check([perKey()], clock.now())).allowed).toBe(false)
+    clock.set(start + 59_999)
+    expect((await limiter.check([perKey()], clock.now())).allowed).toBe(false)
+    clock.set(start + 60_000)
+    const freed = await limiter.check([perKey()], clock.now())
+    expect(freed.allowed).toBe(true)
+    expect(freed.decisive.remaining).toBe(0)
+    // Only one slot was freed: the other 59 are still inside the window.
+    expect((await limiter.check([perKey()], clock.now())).allowed).toBe(false)
+  })
+
+  test('refused requests are not counted', async () => {
+    const limiter = build()
+    const clock = new FakeClock()
+    for (let index = 0; index < 60; index++) await limiter.check([perKey()], clock.now())
+    for (let index = 0; index < 100; index++) await limiter.check([perKey()], clock.now())
+    clock.advance(60_000)
+    const result = await limiter.check([perKey()], clock.now())
+    expect(result.allowed).toBe(true)
+    expect(result.decisive.remaining).toBe(59)
+  })
+
+  test('keys are independent', async () => {
+    const limiter = build()
+    const clock = new FakeClock()
+    for (let index = 0; index < 60; index++) await limiter.check([perKey('a')], clock.now())
+    expect((await limiter.check([perKey('a')], clock.now())).allowed).toBe(false)
+    expect((await limiter.check([perKey('b')], clock.now())).allowed).toBe(true)
+  })
+
+  test('several buckets: refused by the tightest, recorded in none when refused', async () => {
+    const limiter = build()
+    const clock = new FakeClock()
+    const wide = { bucket: 'platform', key: 'all', limit: 1000, windowMs: 60_000 }
+    const narrow = { bucket: 'login', key: 'ip', limit: 2, windowMs: 60_000 }
+    expect((await limiter.check([wide, narrow], clock.now())).decisive.bucket).toBe('login')
+    await limiter.check([wide, narrow], clock.now())
+    const refused = await limiter.check([wide, narrow], clock.now())
+    expect(refused.allowed).toBe(false)
+    expect(refused.decisive.bucket).toBe('login')
+    const wideOnly = await limiter.check([wide], clock.now())
+    // Two recorded in the wide bucket by the allowed requests, none by the refused one, one now.
+    expect(wideOnly.decisive.remaining).toBe(997)
+  })
+
+  test('large limits use the sliding-window counter', async () => {
+    const limiter = build()
+    const clock = new FakeClock(Date.UTC(2026, 0, 1, 0, 0, 0))
+    const rule = { bucket: 'platform', key: 'all', limit: 20_000, windowMs: 60_000 }
+    for (let index = 0; index < 100; index++) await limiter.check([rule], clock.now())
+    expect((await limiter.check([rule], clock.now())).decisive.remaining).toBe(20_000 - 101)
+    // Half-way into the next window, half of the previous window (floor(101 / 2) = 50) still counts.
+    clock.advance(90_000)
+    expect((await limiter.check([rule], clock.now())).decisive.remaining).toBe(20_000 - 50 - 1)
+  })
+})
+
+describe('redis outage', () => {
+  test('fails open to the in-process limiter within a second, and reports degraded', async () => {
+    // Nothing listens on this port: every command fails immediately (no offline queue).
+    const limiter = redisLimiter('redis://127.0.0.1:1')
+    const clock = new FakeClock()
+    const started = performance.now()
+    const results = []
+    for (let index = 0; index < 61; index++) results.push(await limiter.check([perKey()], clock.now()))
+    expect(performance.now() - started).toBeLessThan(1000)
+    expect(results.slice(0, 60).every((result) => result.allowed)).toBe(true)
+    // The fallback keeps the same semantics per replica.
+    expect(results[60]!.allowed).toBe(false)
+    expect(limiter.state()).toBe('degraded')
+  })
+})

@@ -1,0 +1,88 @@
+import { describe, expect, test } from 'bun:test'
+import fc from 'fast-check'
+import {
+  digestSecret,
+  digestsEqual,
+  generateSecret,
+  isWellFormedSecret,
+  maskSecret,
+  maskSecretsInText,
+  SECRET_PREFIXES,
+  type SecretKind,
+} from '../../src/lib/secrets'
+
+const KINDS = Object.keys(SECRET_PREFIXES) as SecretKind[]
+const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'
+
+describe('secrets', () => {
+  test('generated secrets have the prefix, length and a valid checksum', () => {
+    for (const kind of KINDS) {
+      const secret = generateSecret(kind)
+      expect(secret.startsWith(SECRET_PREFIXES[kind])).toBe(true)
+      expect(secret.length).toBe(SECRET_PREFIXES[kind].length + 38)
+      expect(isWellFormedSecret(kind, secret)).toBe(true)
+      // A secret of one kind is not accepted as another kind.
+      for (const other of KINDS.filter((candidate) => candidate !== kind)) {
+        expect(isWellFormedSecret(other, secret)).toBe(false)
+      }
+    }
+  })
+
+  test('round trip: every generated secret validates and digests stably', () => {
+    fc.assert(
+      fc.property(fc.constantFrom(...KINDS), (kind) => {
+        const secret = generateSecret(kind)
+        return isWellFormedSecret(kind, secret) && digestsEqual(digestSecret(secret), digestSecret(secret))
+      }),
+      { numRuns: 500 },
+    )
+  })
+
+  test('any one-character change is rejected', () => {
+    fc.assert(
+      fc.property(
+        fc.constantFrom(...KINDS),
+        fc.nat(),
+        fc.constantFrom(...BASE62.split('')),
+        (kind, positionSeed, replacement) => {
+          const secret = generateSecret(kind)
+          const prefixLength = SECRET_PREFIXES[kind].length
+          const position = prefixLength + (positionSeed % (secret.length - prefixLength))
+          fc.pre(secret[position] !== replacement)
+          const changed = secret.slice(0, position) + replacement + secret.slice(position + 1)
+          return !isWellFormedSecret(kind, changed)
+        },
+      ),
+      { numRuns: 2000 },
+    )
+  })
+
+  test('truncated, extended and wrongly prefixed values are rejected', () => {
+    const secret = generateSecret('source_key')
+    expect(isWellFormedSecret('source_key', secret.slice(0, -1))).toBe(false)
+    expect(isWellFormedSecret('source_key', `${secret}a`)).toBe(false)
+    expect(isWellFormedSecret('source_key', secret.replace('flwh_', 'flwx_'))).toBe(false)
+    expect(isWellFormedSecret('source_key', '')).toBe(false)
+    expect(isWellFormedSecret('source_key', `flwh_${'!'.repeat(38)}`)).toBe(false)
+  })
+
+  test('digests are SHA-256 hex and compare in constant time', () => {
+    const secret = generateSecret('pat')
+    const digest = digestSecret(secret)
+    expect(digest).toMatch(/^[0-9a-f]{64}$/)
+    expect(digestsEqual(digest, digestSecret(secret))).toBe(true)
+    expect(digestsEqual(digest, digestSecret(generateSecret('pat')))).toBe(false)
+    expect(digestsEqual(digest, '')).toBe(false)
+  })
+
+  test('masking keeps four characters either side and never the whole body', () => {
+    const secret = generateSecret('pat')
+    const masked = maskSecret(secret)
+    expect(masked).toBe(`fl_pat_${secret.slice(7, 11)}…${secret.slice(-4)}`)
+    expect(masked).not.toContain(secret.slice(7))
+    const text = `POST /api/webhook/lead/${generateSecret('source_key')} by ${secret}`
+    const cleaned = maskSecretsInText(text)
+    expect(cleaned).toMatch(/\/api\/webhook\/lead\/flwh_[0-9A-Za-z]{4}…[0-9A-Za-z]{4} by fl_pat_/)
+    expect(cleaned).not.toContain(secret)
+  })
+})
