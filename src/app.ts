@@ -1,6 +1,7 @@
 import { Elysia } from 'elysia'
 import type { AppContext } from './context'
 import { healthModule } from './modules/health'
+import { inboundModule } from './modules/inbound'
 import { errorsPlugin } from './plugins/errors'
 import { openapiPlugin } from './plugins/openapi'
 import { rateLimitPlugin } from './plugins/rate-limit'
@@ -18,6 +19,7 @@ export function createApp(ctx: AppContext) {
     .use(rateLimitPlugin(ctx))
     .use(openapiPlugin())
     .use(healthModule(ctx))
+    .use(inboundModule(ctx))
 }
 
 export type App = ReturnType<typeof createApp>

@@ -22,6 +22,12 @@ export interface DatabaseHandle {
    */
   listen(channel: string, onMessage: (payload: string) => void, onConnect?: () => void): Promise<void>
   notify(channel: string, payload: string): Promise<void>
+  /**
+   * A parameterised statement sent as-is and prepared once per connection. For the few hot paths
+   * the query builder cannot express as a prepared statement (a function call); everything else
+   * goes through Drizzle.
+   */
+  query<Row>(text: string, params: unknown[]): Promise<Row[]>
   close(): Promise<void>
 }
 
@@ -62,6 +68,11 @@ function openPostgres(url: string, poolSize: number): DatabaseHandle {
     async notify(channel, payload) {
       await client.notify(channel, payload)
     },
+    async query<Row>(text: string, params: unknown[]) {
+      return (await client.unsafe(text, params as postgres.ParameterOrJSON<never>[], {
+        prepare: true,
+      })) as unknown as Row[]
+    },
     async close() {
       await client.end({ timeout: 5 })
     },
@@ -86,6 +97,9 @@ async function openPglite(dataDir: string | undefined): Promise<DatabaseHandle> 
     },
     async notify(channel, payload) {
       await client.query('select pg_notify($1, $2)', [channel, payload])
+    },
+    async query<Row>(text: string, params: unknown[]) {
+      return (await client.query<Row>(text, params)).rows
     },
     async close() {
       if (!client.closed) await client.close()

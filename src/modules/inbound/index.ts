@@ -1,0 +1,101 @@
+import { Elysia, t } from 'elysia'
+import type { AppContext } from '../../context'
+import { describeInbound } from './info'
+import {
+  ApiKeyParams,
+  ErrorBody,
+  InboundInfo,
+  InboundOutcomeBody,
+  inboundRequestBody,
+  RateLimitedBody,
+} from './model'
+import { inboundService } from './service'
+
+const RATE_LIMIT_HEADERS = {
+  'X-RateLimit-Limit': { schema: { type: 'integer' }, description: 'limit of the most constraining bucket' },
+  'X-RateLimit-Remaining': { schema: { type: 'integer' }, description: 'requests left in the window' },
+  'X-RateLimit-Reset': { schema: { type: 'integer' }, description: 'seconds until the window frees a slot' },
+}
+
+/**
+ * The webhook URL. Authenticated only by the source key in the path (spec §5); answers browsers
+ * (CORS) and servers alike. The body is read by the service itself (`parse: 'none'`) so that no
+ * more than 100 KB is ever buffered.
+ */
+export function inboundModule(ctx: AppContext) {
+  const service = inboundService(ctx)
+  return new Elysia({ name: 'inbound', prefix: '/api/webhook/lead' })
+    .post(
+      '/:api_key',
+      ({ params, request, set }) =>
+        service.receive({ apiKey: params.api_key, request, headers: set.headers }),
+      {
+        parse: 'none',
+        params: ApiKeyParams,
+        response: {
+          200: InboundOutcomeBody,
+          400: ErrorBody,
+          403: ErrorBody,
+          404: ErrorBody,
+          413: ErrorBody,
+          429: RateLimitedBody,
+          503: ErrorBody,
+        },
+        detail: {
+          tags: ['Inbound'],
+          summary: 'Receive a lead',
+          description: [
+            'Authenticated by the source key in the URL only. The business outcome is in `status`; every accepted',
+            'request is a 200. Checks, in order: key (404 for unknown, disabled or malformed keys, one body for all),',
+            'rate limit (60 per minute per key, 429 with `Retry-After: 60`), IP allow list and domain allow list',
+            '(403 `ip_not_allowed` / `domain_not_allowed`; the domain is the host of `Origin`, else `Referer`),',
+            'size (413 over 102,400 bytes), JSON object with `Content-Type: application/json` (400), field mapping,',
+            'field types (400 `validation_failed` with `details`), spam filter, contact rule, dedup.',
+            'Duplicates: same normalised e-mail in the organization, else same E.164 phone → `updated`, same `lead_id`.',
+          ].join(' '),
+          requestBody: inboundRequestBody as never,
+          responses: {
+            200: { description: 'Outcome of the submission', headers: RATE_LIMIT_HEADERS },
+          } as never,
+        },
+      },
+    )
+    .get(
+      '/:api_key',
+      async ({ params, request, set }) =>
+        describeInbound(
+          await service.describeSource({ apiKey: params.api_key, request, headers: set.headers }),
+          ctx.config,
+        ),
+      {
+        params: ApiKeyParams,
+        response: { 200: InboundInfo, 404: ErrorBody, 429: RateLimitedBody, 503: ErrorBody },
+        detail: {
+          tags: ['Inbound'],
+          summary: 'Describe the expected body (creates nothing)',
+          description:
+            "Returns how to post to this webhook URL: fields and types, mapped names, outcomes, limits, an example. Counts against the key's rate limit; 404 for a bad key.",
+        },
+      },
+    )
+    .options(
+      '/:api_key',
+      async ({ params, request, set }) => {
+        Object.assign(
+          set.headers,
+          await service.preflight({ apiKey: params.api_key, request, headers: set.headers }),
+        )
+        set.status = 204
+      },
+      {
+        params: ApiKeyParams,
+        response: { 204: t.Void(), 403: ErrorBody, 404: ErrorBody, 429: RateLimitedBody },
+        detail: {
+          tags: ['Inbound'],
+          summary: 'CORS preflight',
+          description:
+            "Allows the origin when the source has no domain allow list (`*`) or when its host is on it (echoed); otherwise 403 without CORS headers. Counts against the key's rate limit.",
+        },
+      },
+    )
+}

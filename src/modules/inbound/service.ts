@@ -1,0 +1,340 @@
+import type { AppContext } from '../../context'
+import { AppError, errors } from '../../lib/errors'
+import { ipInRanges } from '../../lib/ip'
+import { perContext } from '../../lib/memo'
+import type { RateLimitRule } from '../../lib/rate-limit'
+import { digestSecret, isWellFormedSecret } from '../../lib/secrets'
+import { enforceRateLimit, platformRule, WINDOW_MS } from '../../plugins/rate-limit'
+import { requestRegistry } from '../../plugins/request-context'
+import { type CachedSource, sourceCache } from '../sources/source-cache'
+import { BodyTooLargeError, bodyForLog, isJsonContentType, readLimitedBody } from './body'
+import { normalizeLead } from './normalize'
+import { RejectionAggregator } from './rejection-aggregator'
+import { type DeliveryLogEntry, InboundRepository } from './repository'
+import { spamReasons } from './spam'
+
+/** Spec §8: 60 requests per minute per source key, `Retry-After: 60` when exceeded. */
+export const INBOUND_LIMIT_PER_MIN = 60
+/** Requests naming no usable key are limited per client IP, so key guessing is throttled too. */
+export const INVALID_KEY_LIMIT_PER_MIN = 60
+
+export type InboundOutcome =
+  | { status: 'created' | 'updated'; success: true; lead_id: string }
+  | { status: 'spam'; success: true }
+  | { status: 'error'; success: false; error: 'missing_contact'; message: string }
+
+export interface InboundCall {
+  apiKey: string
+  request: Request
+  /** Response headers to fill (CORS, rate limit); sent on errors too. */
+  headers: Record<string, unknown>
+}
+
+const UNKNOWN_KEY_MESSAGE = 'webhook not found: the key is unknown or the source is disabled'
+
+/**
+ * The inbound pipeline, in the order of DESIGN §7: key format → source (cache) → rate limit →
+ * IP and domain allow lists → size → JSON object → mapping → field types → spam → contact rule →
+ * dedup + store. One limiter round trip and one database statement on the accepted path.
+ */
+export class InboundService {
+  readonly repository: InboundRepository
+  readonly rejections: RejectionAggregator
+  private readonly registry
+
+  constructor(private readonly ctx: AppContext) {
+    this.repository = new InboundRepository(ctx)
+    this.rejections = new RejectionAggregator(ctx, this.repository)
+    this.registry = requestRegistry(ctx)
+  }
+
+  async receive(call: InboundCall): Promise<InboundOutcome> {
+    const started = performance.now()
+    const receivedAt = new Date(this.ctx.clock.now())
+    const { request, headers } = call
+    const clientIp = this.registry.get(request).clientIp
+    const origin = request.headers.get('origin')
+    const source = await this.resolveSource(call, clientIp)
+
+    const facts = (overrides: Partial<DeliveryLogEntry> = {}): DeliveryLogEntry => ({
+      sourceId: source.id,
+      organizationId: source.organizationId,
+      receivedAt,
+      method: request.method,
+      httpStatus: 200,
+      outcome: 'rejected',
+      reason: null,
+      clientIp,
+      origin: origin ?? request.headers.get('referer'),
+      userAgent: request.headers.get('user-agent'),
+      bodyBytes: 0,
+      body: null,
+      bodyTruncated: false,
+      spamReasons: [],
+      durationMs: Math.round((performance.now() - started) * 100) / 100,
+      ...overrides,
+    })
+    const reject = async (error: AppError, overrides: Partial<DeliveryLogEntry> = {}): Promise<never> => {
+      await this.repository.insertLog(facts({ httpStatus: error.status, reason: error.code, ...overrides }))
+      throw error
+    }
+
+    try {
+      await enforceRateLimit(this.ctx, request, headers, [platformRule(this.ctx), keyRule(call.apiKey)])
+    } catch (error) {
+      if (error instanceof AppError && error.status === 429) {
+        this.rejections.add(facts({ httpStatus: 429, reason: 'rate_limited' }))
+      }
+      throw error
+    }
+
+    const refusal = allowListRefusal(source, clientIp, request)
+    if (refusal) await reject(refusal)
+
+    let text: string
+    let bytes: number
+    try {
+      ;({ text, bytes } = await readLimitedBody(request))
+    } catch (error) {
+      if (error instanceof BodyTooLargeError) return reject(error, { bodyBytes: error.receivedBytes })
+      if (error instanceof AppError) return reject(error)
+      throw error
+    }
+    const logged = bodyForLog(text)
+    const withBody = { bodyBytes: bytes, body: logged.body, bodyTruncated: logged.truncated }
+
+    if (!isJsonContentType(request.headers.get('content-type'))) {
+      await reject(
+        new AppError(
+          400,
+          'invalid_content_type',
+          'the body must be JSON sent with "Content-Type: application/json"',
+        ),
+        withBody,
+      )
+    }
+    let parsed: unknown
+    try {
+      parsed = JSON.parse(text)
+    } catch (error) {
+      await reject(
+        new AppError(400, 'invalid_json', 'the body is not valid JSON', {
+          details: [{ path: '/', message: (error as Error).message }],
+        }),
+        withBody,
+      )
+    }
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+      await reject(
+        new AppError(400, 'invalid_body', 'the body must be a JSON object', {
+          details: [
+            {
+              path: '/',
+              message: `expected an object, got ${Array.isArray(parsed) ? 'array' : typeof parsed}`,
+            },
+          ],
+        }),
+        withBody,
+      )
+    }
+
+    const { lead, details } = normalizeLead(parsed as Record<string, unknown>, source)
+    if (details.length > 0)
+      await reject(errors.validation('some fields have the wrong type or size', details), withBody)
+
+    if (source.spamFilter) {
+      const reasons = spamReasons(lead)
+      if (reasons.length > 0) {
+        await this.repository.insertLog(
+          facts({ ...withBody, outcome: 'spam', reason: reasons[0], spamReasons: reasons }),
+        )
+        return { status: 'spam', success: true }
+      }
+    }
+
+    if (!lead.emailNormalized && !lead.phoneE164) {
+      await this.repository.insertLog(facts({ ...withBody, outcome: 'error', reason: 'missing_contact' }))
+      return {
+        status: 'error',
+        success: false,
+        error: 'missing_contact',
+        message: 'a lead needs a valid "email" or a "phone_raw" that is a valid phone number',
+      }
+    }
+
+    const stored = await this.repository.ingest(source, lead, {
+      ...facts(withBody),
+      durationMs: Math.round((performance.now() - started) * 100) / 100,
+    })
+    return { status: stored.outcome, success: true, lead_id: stored.leadId }
+  }
+
+  /**
+   * CORS preflight. Counted against the key's limit like any other request. An origin outside the
+   * domain allow list gets a 403 without CORS headers (the browser then never sends the POST), and
+   * the refusal is logged so the source's owner can see it.
+   */
+  async preflight(call: InboundCall): Promise<Record<string, string>> {
+    const clientIp = this.registry.get(call.request).clientIp
+    const source = await this.resolveSource(call, clientIp)
+    await enforceRateLimit(this.ctx, call.request, call.headers, [
+      platformRule(this.ctx),
+      keyRule(call.apiKey),
+    ])
+    const origin = call.request.headers.get('origin')
+    const host = requestHost(call.request)
+    if (source.domainAllowlist.length > 0 && (!host || !hostAllowed(host, source.domainAllowlist))) {
+      delete call.headers['access-control-allow-origin']
+      delete call.headers['access-control-expose-headers']
+      const refusal = errors.forbidden(
+        'domain_not_allowed',
+        `requests from ${host ?? 'an unknown origin'} are not allowed`,
+      )
+      await this.repository.insertLog({
+        sourceId: source.id,
+        organizationId: source.organizationId,
+        receivedAt: new Date(this.ctx.clock.now()),
+        method: 'OPTIONS',
+        httpStatus: 403,
+        outcome: 'rejected',
+        reason: refusal.code,
+        clientIp,
+        origin,
+        userAgent: call.request.headers.get('user-agent'),
+        bodyBytes: 0,
+        body: null,
+        bodyTruncated: false,
+        spamReasons: [],
+        durationMs: 0,
+      })
+      throw refusal
+    }
+    return {
+      ...corsHeaders(source, origin ?? '*'),
+      'access-control-allow-methods': 'POST, GET, OPTIONS',
+      'access-control-allow-headers': 'Content-Type, X-Request-Id',
+      'access-control-max-age': '600',
+    }
+  }
+
+  /** The source behind a key for the informational GET: same 404s and limit as a POST. */
+  async describeSource(call: InboundCall): Promise<CachedSource> {
+    const source = await this.resolveSource(call, this.registry.get(call.request).clientIp)
+    await enforceRateLimit(this.ctx, call.request, call.headers, [
+      platformRule(this.ctx),
+      keyRule(call.apiKey),
+    ])
+    return source
+  }
+
+  /**
+   * 404 for a malformed, unknown or disabled key, with one body for all so the reason never leaks.
+   * These are limited per client IP (they have no source to be limited by).
+   */
+  async resolveSource(call: InboundCall, clientIp: string): Promise<CachedSource> {
+    const wellFormed = isWellFormedSecret('source_key', call.apiKey)
+    const source = wellFormed ? await sourceCache(this.ctx).findByKeyDigest(digestSecret(call.apiKey)) : null
+    if (source) Object.assign(call.headers, corsHeaders(source, call.request.headers.get('origin')))
+    else Object.assign(call.headers, corsHeaders(null, call.request.headers.get('origin')))
+    if (source?.enabled) return source
+    await enforceRateLimit(this.ctx, call.request, call.headers, [
+      platformRule(this.ctx),
+      { bucket: 'inbound_invalid', key: clientIp, limit: INVALID_KEY_LIMIT_PER_MIN, windowMs: WINDOW_MS },
+    ])
+    if (source) {
+      // A disabled source is still a real one: its owner sees the refused traffic in the logs.
+      await this.repository.insertLog({
+        sourceId: source.id,
+        organizationId: source.organizationId,
+        receivedAt: new Date(this.ctx.clock.now()),
+        method: call.request.method,
+        httpStatus: 404,
+        outcome: 'rejected',
+        reason: 'source_disabled',
+        clientIp,
+        origin: call.request.headers.get('origin') ?? call.request.headers.get('referer'),
+        userAgent: call.request.headers.get('user-agent'),
+        bodyBytes: 0,
+        body: null,
+        bodyTruncated: false,
+        spamReasons: [],
+        durationMs: 0,
+      })
+    }
+    throw errors.notFound('webhook', 'webhook_not_found')
+  }
+}
+
+export function keyRule(apiKey: string): RateLimitRule {
+  return {
+    bucket: 'inbound',
+    key: digestSecret(apiKey),
+    limit: INBOUND_LIMIT_PER_MIN,
+    windowMs: WINDOW_MS,
+    fixedRetryAfterSeconds: 60,
+  }
+}
+
+/** Host of Origin, else of Referer; null when neither is a URL. */
+export function requestHost(request: Request): string | null {
+  for (const header of ['origin', 'referer']) {
+    const value = request.headers.get(header)
+    if (!value || value === 'null') continue
+    try {
+      return new URL(value).hostname.toLowerCase().replace(/^\[|\]$/g, '')
+    } catch {}
+  }
+  return null
+}
+
+/** `example.com` matches itself only; `*.example.com` matches any subdomain, not the apex. */
+export function hostAllowed(host: string, allowlist: readonly string[]): boolean {
+  for (const entry of allowlist) {
+    if (entry.startsWith('*.')) {
+      if (host.endsWith(entry.slice(1)) && host.length > entry.length - 1) return true
+    } else if (host === entry) return true
+  }
+  return false
+}
+
+export function allowListRefusal(source: CachedSource, clientIp: string, request: Request): AppError | null {
+  if (source.ipRanges.length > 0 && !ipInRanges(clientIp, source.ipRanges)) {
+    return errors.forbidden(
+      'ip_not_allowed',
+      `requests from ${clientIp} are not in this source's IP allow list`,
+    )
+  }
+  if (source.domainAllowlist.length > 0) {
+    const host = requestHost(request)
+    if (!host || !hostAllowed(host, source.domainAllowlist)) {
+      return errors.forbidden(
+        'domain_not_allowed',
+        host
+          ? `requests from ${host} are not in this source's domain allow list`
+          : 'this source has a domain allow list: send an Origin or Referer header from an allowed domain',
+      )
+    }
+  }
+  return null
+}
+
+const EXPOSED_HEADERS =
+  'X-Request-Id, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset, Retry-After'
+
+/**
+ * CORS for the webhook URL: `*` when the source has no domain allow list, else the Origin echoed.
+ * The echo is sent on refusals too, so a browser script can read why it was refused.
+ */
+export function corsHeaders(source: CachedSource | null, origin: string | null): Record<string, string> {
+  if (!origin) return {}
+  if (!source || source.domainAllowlist.length === 0) {
+    return { 'access-control-allow-origin': '*', 'access-control-expose-headers': EXPOSED_HEADERS }
+  }
+  return {
+    'access-control-allow-origin': origin,
+    vary: 'Origin',
+    'access-control-expose-headers': EXPOSED_HEADERS,
+  }
+}
+
+export const inboundService = perContext((ctx: AppContext) => new InboundService(ctx))
