@@ -234,7 +234,7 @@ describe('POST /api/webhook/lead/{api_key}: refusals', () => {
     for (const body of bodies) {
       expect(body).toEqual({
         error: 'webhook_not_found',
-        message: 'webhook not found',
+        message: 'webhook not found: the key is unknown or the source is disabled',
         request_id: undefined,
       })
     }

@@ -261,7 +261,7 @@ export class InboundService {
         durationMs: 0,
       })
     }
-    throw errors.notFound('webhook', 'webhook_not_found')
+    throw new AppError(404, 'webhook_not_found', UNKNOWN_KEY_MESSAGE)
   }
 }
 
