@@ -47,6 +47,14 @@ export const deliveryLogs = pgTable(
   },
   (table) => [
     index('delivery_logs_source_received_idx').on(table.sourceId, table.receivedAt.desc(), table.id.desc()),
+    // Latest entries of one outcome (health's last success / last failure / problem deliveries, and the
+    // log list filtered by outcome) in a few index probes, however many rows the source has.
+    index('delivery_logs_source_outcome_received_idx').on(
+      table.sourceId,
+      table.outcome,
+      table.receivedAt.desc(),
+      table.id.desc(),
+    ),
     index('delivery_logs_received_idx').on(table.receivedAt),
   ],
 )

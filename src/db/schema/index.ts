@@ -1,3 +1,4 @@
+export * from './delivery-log-rollups'
 export * from './delivery-logs'
 export * from './leads'
 export * from './organizations'
