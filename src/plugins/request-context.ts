@@ -20,13 +20,13 @@ export function requestContextPlugin(ctx: AppContext) {
       const meta = registry.get(request)
       const path = pathOf(request)
       if (path === '/healthz' || path === '/readyz') return
-      ctx.logger.info('request', {
-        request_id: meta.requestId,
+      ctx.logger.access({
+        requestId: meta.requestId,
         method: request.method,
         path,
         status: typeof set.status === 'number' ? set.status : 200,
-        duration_ms: Math.round((performance.now() - meta.startedAt) * 100) / 100,
-        client_ip: meta.clientIp,
+        durationMs: Math.round((performance.now() - meta.startedAt) * 100) / 100,
+        clientIp: meta.clientIp,
       })
     })
 }

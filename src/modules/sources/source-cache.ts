@@ -24,8 +24,9 @@ export interface CachedSource {
 }
 
 export const SOURCE_CHANNEL = 'lead_capture_source_changed'
-// Belt and braces: even if a notification were lost, no entry lives longer than this.
-const MAX_ENTRY_AGE_MS = 30_000
+// Belt and braces: even if a notification were lost, no entry lives longer than this. Changes
+// normally arrive by NOTIFY within milliseconds; this only bounds the damage of a lost one.
+const MAX_ENTRY_AGE_MS = 300_000
 const MAX_ENTRIES = 50_000
 
 /**
@@ -39,6 +40,9 @@ export class SourceCache {
   private readonly byDigest = new Map<string, CachedSource | null>()
   private readonly digestsBySource = new Map<string, Set<string>>()
   private listening: Promise<void> | undefined
+  // Bumped by every eviction: a lookup that overlapped one may have read the row before the change
+  // committed, so its result is used once but not cached (it would outlive the change until expiry).
+  private generation = 0
   private readonly lookup
 
   constructor(private readonly ctx: AppContext) {
@@ -50,7 +54,9 @@ export class SourceCache {
           eq(webhookSources.keyDigest, sql.placeholder('digest')),
           and(
             eq(webhookSources.previousKeyDigest, sql.placeholder('digest')),
-            gt(webhookSources.previousKeyExpiresAt, sql`now()`),
+            // The context clock, not the database's now(): the cached entries below are checked
+            // against the same clock, so a grace window ends at one instant for both paths.
+            gt(webhookSources.previousKeyExpiresAt, sql`${sql.placeholder('now')}::timestamptz`),
           ),
         ),
       )
@@ -81,7 +87,8 @@ export class SourceCache {
       if (cached.keyDigest === digest) return cached
       if (cached.previousKeyExpiresAt !== null && cached.previousKeyExpiresAt > now) return cached
     }
-    const [row] = await this.lookup.execute({ digest })
+    const generation = this.generation
+    const [row] = await this.lookup.execute({ digest, now: new Date(now).toISOString() })
     if (!row) return null
     const source: CachedSource = {
       id: row.id,
@@ -99,6 +106,7 @@ export class SourceCache {
       spamFilter: row.spamFilter,
       loadedAt: now,
     }
+    if (generation !== this.generation) return source
     if (this.byDigest.size >= MAX_ENTRIES) this.clear()
     this.byDigest.set(digest, source)
     let digests = this.digestsBySource.get(source.id)
@@ -111,11 +119,13 @@ export class SourceCache {
   }
 
   evict(sourceId: string): void {
+    this.generation++
     for (const digest of this.digestsBySource.get(sourceId) ?? []) this.byDigest.delete(digest)
     this.digestsBySource.delete(sourceId)
   }
 
   clear(): void {
+    this.generation++
     this.byDigest.clear()
     this.digestsBySource.clear()
   }
