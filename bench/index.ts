@@ -1,0 +1,93 @@
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { prepareBenchDatabase, printIngest, runIngestBenchmark } from './ingest'
+import { openLoop } from './open-loop'
+import { log, megabytes, REDIS_URL, ROOT, round, spawnServer } from './support'
+
+/**
+ * `bun run bench`: the figures of the reliability issue, written to bench/results/summary.json.
+ *  1. ingest throughput against the reference handler (see ingest.ts)
+ *  2. p50/p99 at a fixed offered load of RATE requests/s (open loop), every request a new lead
+ *  3. peak RSS of the service under that load and under the throughput run
+ *  4. start-up time to ready (spawn → first 200 from /readyz) on PostgreSQL + Redis, median of 5
+ */
+const RATE = Number(process.env.BENCH_RATE ?? 1000)
+const RATE_SECONDS = Number(process.env.BENCH_RATE_SECONDS ?? 20)
+const TARGETS = { ratio: 0.8, p99Ms: 25, peakRssMb: 200, readyMs: 1500 }
+
+const { databaseUrl, keysFile, keys } = await prepareBenchDatabase()
+const serviceEnv = { DATABASE_URL: databaseUrl, REDIS_URL, LOG_LEVEL: 'info' }
+
+log('1/3 ingest throughput against the reference')
+const ingest = await runIngestBenchmark(databaseUrl, keysFile)
+printIngest(ingest)
+
+log(`2/3 open loop at ${RATE} requests/s for ${RATE_SECONDS}s`)
+const server = await spawnServer(['bun', 'src/index.ts'], serviceEnv, '/readyz')
+let fixedRate: Awaited<ReturnType<typeof openLoop>>
+let fixedRatePeakRssMb: number
+try {
+  // Warm the process (JIT, pools) before measuring, as a load balancer's slow start would.
+  await openLoop({ rate: 200, seconds: 2, makeRequest: (index) => leadRequest(server.url, index, 'warm') })
+  fixedRate = await openLoop({
+    rate: RATE,
+    seconds: RATE_SECONDS,
+    makeRequest: (index) => leadRequest(server.url, index, 'rate'),
+  })
+  fixedRatePeakRssMb = megabytes(server.peakRssBytes())
+} finally {
+  await server.stop()
+}
+console.log(
+  `open loop ${RATE} req/s: p50 ${round(fixedRate.p50Ms)} ms, p99 ${round(fixedRate.p99Ms)} ms, max ${round(fixedRate.maxMs)} ms, ok ${fixedRate.ok}/${fixedRate.sent}, peak RSS ${fixedRatePeakRssMb} MB`,
+)
+
+log('3/3 start-up time to ready')
+const readyTimes: number[] = []
+for (let run = 0; run < 5; run++) {
+  const started = await spawnServer(['bun', 'src/index.ts'], serviceEnv, '/readyz')
+  readyTimes.push(started.readyMs)
+  await started.stop()
+}
+readyTimes.sort((a, b) => a - b)
+const readyMs = round(readyTimes[2]!, 0)
+console.log(
+  `ready after ${readyMs} ms (median of 5; all: ${readyTimes.map((time) => round(time, 0)).join(', ')})`,
+)
+
+const peakRssMb = Math.max(fixedRatePeakRssMb, ingest.service.peakRssMb)
+const summary = {
+  date: new Date().toISOString(),
+  machine: { cores: navigator.hardwareConcurrency, bun: Bun.version },
+  ingest,
+  fixed_rate: { rate: RATE, seconds: RATE_SECONDS, ...fixedRate, peak_rss_mb: fixedRatePeakRssMb },
+  startup: { ready_ms_median: readyMs, ready_ms_all: readyTimes.map((time) => round(time, 0)) },
+  targets: TARGETS,
+  met: {
+    ratio: ingest.ratio >= TARGETS.ratio,
+    p99_at_rate: fixedRate.p99Ms <= TARGETS.p99Ms,
+    peak_rss: peakRssMb <= TARGETS.peakRssMb,
+    ready: readyMs <= TARGETS.readyMs,
+  },
+}
+const file = join(ROOT, 'bench/results/summary.json')
+writeFileSync(file, `${JSON.stringify(summary, null, 2)}\n`)
+console.log(JSON.stringify(summary.met))
+log(`written ${file}`)
+
+function leadRequest(url: string, index: number, tag: string): { url: string; init: RequestInit } {
+  return {
+    url: `${url}/api/webhook/lead/${keys[index % keys.length]}`,
+    init: {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        first_name: 'Bench',
+        last_name: 'User',
+        email: `${tag}-${Date.now()}-${index}@example.com`,
+        status: 'new',
+        company: 'Acme Ltd',
+      }),
+    },
+  }
+}

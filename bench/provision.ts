@@ -1,0 +1,41 @@
+import { cli } from './support'
+
+const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/i
+
+/**
+ * An organization and `count` webhook sources, made with the project's own CLI (the bulk
+ * provisioning path a user has). Returns the source keys, taken from the printed webhook URLs.
+ */
+export async function provisionSources(databaseUrl: string, count: number): Promise<string[]> {
+  const env = { DATABASE_URL: databaseUrl }
+  const created = await cli(
+    [
+      'orgs',
+      'create',
+      '--name',
+      'Benchmark',
+      '--owner-email',
+      `bench-${Date.now()}@example.com`,
+      '--password',
+      'bench-password-123',
+    ],
+    env,
+  )
+  const organizationId =
+    (created.match(new RegExp(`organization[_ ]id\\W+(${UUID.source})`, 'i')) ?? created.match(UUID))?.[1] ??
+    created.match(UUID)?.[0]
+  if (!organizationId) throw new Error(`could not read the organization id from:\n${created}`)
+  const urls = await cli(
+    ['sources', 'create', '--org', organizationId, '--name', 'bench', '--count', String(count)],
+    env,
+  )
+  const keys = urls
+    .split('\n')
+    .map((line) => line.trim())
+    .filter(Boolean)
+    .map((url) => url.split('/').pop()!)
+  if (keys.length !== count || !keys.every((key) => key.startsWith('flwh_'))) {
+    throw new Error(`expected ${count} webhook URLs, got ${keys.length}`)
+  }
+  return keys
+}
