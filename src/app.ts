@@ -2,6 +2,7 @@ import { Elysia } from 'elysia'
 import type { AppContext } from './context'
 import { healthModule } from './modules/health'
 import { inboundModule } from './modules/inbound'
+import { sourcesModule } from './modules/sources'
 import { errorsPlugin } from './plugins/errors'
 import { openapiPlugin } from './plugins/openapi'
 import { rateLimitPlugin } from './plugins/rate-limit'
@@ -20,6 +21,7 @@ export function createApp(ctx: AppContext) {
     .use(openapiPlugin())
     .use(healthModule(ctx))
     .use(inboundModule(ctx))
+    .use(sourcesModule(ctx))
 }
 
 export type App = ReturnType<typeof createApp>

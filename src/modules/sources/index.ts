@@ -1,0 +1,127 @@
+import { Elysia, t } from 'elysia'
+import type { AppContext } from '../../context'
+import { ErrorBody, managementErrors, successResponse } from '../../lib/schemas'
+import { authPlugin } from '../../plugins/auth'
+import {
+  CreateSourceBody,
+  RegenerateKeyBody,
+  SourceIdParams,
+  SourceList,
+  SourceListQuery,
+  SourceRecord,
+  SourceWithKey,
+  UpdateSourceBody,
+} from './model'
+import { sourcesService } from './service'
+
+// DESIGN §4: the spec's management endpoints need the permission and the plan feature.
+const auth = { permission: 'settings.integrations', feature: 'integrations' } as const
+const tags = ['Sources']
+const accessNote =
+  'Needs the permission `settings.integrations` and a plan with the `integrations` feature. A source of another organization, or an id that is not a UUID, is a 404.'
+
+/** Webhook sources: the controller. Every change is announced so all replicas see it within 1 s. */
+export function sourcesModule(ctx: AppContext) {
+  const service = sourcesService(ctx)
+  return new Elysia({ name: 'sources', prefix: '/api/webhook/sources' })
+    .use(authPlugin(ctx))
+    .get('/', ({ principal, query }) => service.list(principal.organizationId, query), {
+      auth,
+      query: SourceListQuery,
+      response: { 200: SourceList, ...managementErrors },
+      detail: {
+        tags,
+        summary: 'List sources',
+        description:
+          'Newest first, `?limit=` (default 50, max 200) and `?cursor=`; `?enabled=true|false` filters. Keys are never listed, only their last 4 characters (`key_hint`). ' +
+          accessNote,
+        responses: successResponse(200, 'A page of sources'),
+      },
+    })
+    .post(
+      '/',
+      async ({ principal, body, status }) =>
+        status(201, await service.create(principal.organizationId, body)),
+      {
+        auth,
+        body: CreateSourceBody,
+        response: { 201: SourceWithKey, ...managementErrors },
+        detail: {
+          tags,
+          summary: 'Create a source',
+          description:
+            'Creates a source with a new key. The response carries `api_key` and `webhook_url` in plain text: this is the only time they are shown (only a SHA-256 digest is stored). Allow list entries and mapping targets are checked one by one; each bad entry is named in `details` of the 400. ' +
+            accessNote,
+          responses: successResponse(201, 'The source, with its key and webhook URL (shown once)'),
+        },
+      },
+    )
+    .get('/:id', ({ principal, params }) => service.get(principal.organizationId, params.id), {
+      auth,
+      params: SourceIdParams,
+      response: { 200: SourceRecord, ...managementErrors, 404: ErrorBody },
+      detail: {
+        tags,
+        summary: 'Get a source',
+        description: 'The source without its key. ' + accessNote,
+        responses: successResponse(200, 'The source'),
+      },
+    })
+    .patch(
+      '/:id',
+      ({ principal, params, body }) => service.update(principal.organizationId, params.id, body),
+      {
+        auth,
+        params: SourceIdParams,
+        body: UpdateSourceBody,
+        response: { 200: SourceRecord, ...managementErrors, 404: ErrorBody },
+        detail: {
+          tags,
+          summary: 'Update a source (rename, enable/disable, allow lists, mapping, country, spam filter)',
+          description:
+            'Only the fields sent change; lists and the mapping are replaced whole. `enabled: false` makes the webhook URL answer 404 on every replica within 1 s; `enabled: true` brings it back with the same key. ' +
+            accessNote,
+          responses: successResponse(200, 'The updated source'),
+        },
+      },
+    )
+    .delete(
+      '/:id',
+      async ({ principal, params, status }) => {
+        await service.remove(principal.organizationId, params.id)
+        return status(204, undefined)
+      },
+      {
+        auth,
+        params: SourceIdParams,
+        response: { 204: t.Void(), ...managementErrors, 404: ErrorBody },
+        detail: {
+          tags,
+          summary: 'Delete a source',
+          description:
+            'Deletes the source and its delivery logs; its webhook URL stops at once on every replica. Leads it brought in are kept, with `source_id: null`. ' +
+            accessNote,
+          responses: successResponse(204, 'Deleted'),
+        },
+      },
+    )
+    .post(
+      '/:id/regenerate-key',
+      ({ principal, params, body }) =>
+        service.regenerateKey(principal.organizationId, params.id, body?.grace_seconds ?? 0),
+      {
+        auth,
+        params: SourceIdParams,
+        body: RegenerateKeyBody,
+        response: { 200: SourceWithKey, ...managementErrors, 404: ErrorBody },
+        detail: {
+          tags,
+          summary: 'Regenerate the source key',
+          description:
+            'Issues a new key and webhook URL, shown in this response only. The old key stops at once on every replica, or keeps working for `grace_seconds` (0-86400) so forms can be switched over without losing leads. Limited to 10 per minute per user. ' +
+            accessNote,
+          responses: successResponse(200, 'The source, with its new key and webhook URL (shown once)'),
+        },
+      },
+    )
+}
