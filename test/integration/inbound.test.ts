@@ -136,6 +136,49 @@ describe('POST /api/webhook/lead/{api_key}: outcomes', () => {
     expect(rows).toHaveLength(1)
   })
 
+  test('concurrent leads are written in groups: fewer statements than requests, each answered', async () => {
+    const { app, ctx, organization, apiKey } = await setup()
+    const other = await createSource(ctx, organization.id)
+    const { stats } = inboundService(ctx).repository
+    const before = { ...stats }
+    const responses = await Promise.all(
+      Array.from({ length: 40 }, (_, index) =>
+        post(app, index % 2 ? apiKey : other.apiKey, { email: email() }),
+      ),
+    )
+    const bodies = await Promise.all(responses.map((response) => response.json()))
+    expect(bodies.every((body) => body.status === 'created')).toBe(true)
+    expect(new Set(bodies.map((body) => body.lead_id)).size).toBe(40)
+    const statements = stats.groups - before.groups + (stats.singles - before.singles)
+    expect(stats.groupedLeads - before.groupedLeads).toBeGreaterThan(0)
+    expect(statements).toBeLessThan(40)
+    expect(stats.groupFallbacks).toBe(before.groupFallbacks)
+    const stored = await ctx.db.select().from(leads).where(eq(leads.organizationId, organization.id))
+    expect(stored).toHaveLength(40)
+  })
+
+  test('a group that fails is retried lead by lead: the others are stored, the orphan gets a 404', async () => {
+    const { app, ctx, organization, apiKey } = await setup()
+    const doomed = await createSource(ctx, organization.id)
+    // Warm the cache, then delete the source behind its back: its leads now violate a foreign key.
+    expect((await post(app, doomed.apiKey, { email: email() })).status).toBe(200)
+    await ctx.database.query('delete from webhook_sources where id = $1', [doomed.source.id])
+    const { stats } = inboundService(ctx).repository
+    const fallbacksBefore = stats.groupFallbacks
+    const responses = await Promise.all(
+      Array.from({ length: 20 }, (_, index) =>
+        post(app, index === 7 ? doomed.apiKey : apiKey, { email: email() }),
+      ),
+    )
+    const statuses = responses.map((response) => response.status)
+    expect(statuses.filter((status) => status === 200)).toHaveLength(19)
+    expect(statuses[7]).toBe(404)
+    expect((await responses[7]!.json()).error).toBe('webhook_not_found')
+    expect(stats.groupFallbacks).toBeGreaterThan(fallbacksBefore)
+    // The key is now unknown for later requests too.
+    expect((await post(app, doomed.apiKey, { email: email() })).status).toBe(404)
+  })
+
   test('error: neither a valid e-mail nor phone → 200 with success false, logged, nothing stored', async () => {
     const { app, ctx, source, apiKey } = await setup()
     const response = await post(app, apiKey, { first_name: 'Nobody', email: 'not-an-email', phone_raw: '12' })

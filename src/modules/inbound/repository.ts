@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm'
 import type { AppContext } from '../../context'
 import { deliveryLogs } from '../../db/schema'
+import { isDatabaseUnavailable } from '../../lib/errors'
 import { newId } from '../../lib/ids'
 import type { NormalizedLead } from './normalize'
 
@@ -35,14 +36,60 @@ export interface RequestFacts {
   durationMs: number
 }
 
-// The function adds its own execution time to the duration measured before the call.
-const INGEST_SQL = `select lead_id, outcome from ingest_lead($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb,
+const SINGLE_SQL = `select lead_id, outcome from ingest_lead($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb,
   $13::jsonb, $14, $15, $16, $17, $18, $19, $20, $21)`
+const GROUP_SQL = 'select idx, lead_id, outcome from ingest_leads($1::jsonb)'
+/** Bounds one group's statement (about 1 MB of JSON at most; a group of inbound bodies is small). */
+const MAX_GROUP_SIZE = 200
+
+export interface IngestResult {
+  leadId: string
+  outcome: 'created' | 'updated'
+}
+
+interface IngestItem {
+  idx: number
+  organization_id: string
+  source_id: string
+  new_lead_id: string
+  log_id: string
+  first_name: string | null
+  last_name: string | null
+  email: string | null
+  email_normalized: string | null
+  phone_raw: string | null
+  phone_e164: string | null
+  status: string | null
+  custom_fields: Record<string, unknown>
+  attribution: Record<string, unknown>
+  received_at: string
+  client_ip: string
+  origin: string | null
+  user_agent: string | null
+  body_bytes: number
+  body: string | null
+  body_truncated: boolean
+  duration_ms: number
+}
+
+interface Waiting {
+  item: IngestItem
+  resolve(result: IngestResult): void
+  reject(error: unknown): void
+}
 
 export class InboundRepository {
   private readonly insertLogStatement
+  private queue: Waiting[] = []
+  private flushScheduled = false
+  private inFlight = 0
+  private readonly maxInFlight: number
+  /** Statements written: groups, the leads they carried, single writes, and groups retried one by one. */
+  readonly stats = { groups: 0, groupedLeads: 0, singles: 0, groupFallbacks: 0 }
 
   constructor(private readonly ctx: AppContext) {
+    // As many groups in flight as the pool has connections; PGlite has one.
+    this.maxInFlight = ctx.database.engine === 'pglite' ? 1 : ctx.config.databasePoolSize
     this.insertLogStatement = ctx.db
       .insert(deliveryLogs)
       .values({
@@ -67,40 +114,127 @@ export class InboundRepository {
       .prepare('inbound_insert_delivery_log')
   }
 
-  /** Dedup + insert or update + delivery log, in one statement (see drizzle/0001_ingest_lead_function.sql). */
-  async ingest(
+  /**
+   * Dedup + insert or update + delivery log for one accepted lead, resolved after commit. Leads
+   * that arrive in the same event-loop turn, or while every connection is busy, are written
+   * together by one statement (group commit; drizzle/0003_ingest_leads_batch.sql): under load
+   * that is one round trip and one commit for many requests, and for a lone request it is a
+   * single call with no added wait.
+   */
+  ingest(
     source: { id: string; organizationId: string },
     lead: NormalizedLead,
     facts: RequestFacts,
-  ): Promise<{ leadId: string; outcome: 'created' | 'updated' }> {
-    const [row] = await this.ctx.database.query<{ lead_id: string; outcome: 'created' | 'updated' }>(
-      INGEST_SQL,
-      [
-        source.organizationId,
-        source.id,
-        newId(),
-        newId(),
-        lead.firstName,
-        lead.lastName,
-        lead.email,
-        lead.emailNormalized,
-        lead.phoneRaw,
-        lead.phoneE164,
-        lead.status,
-        JSON.stringify(lead.customFields),
-        JSON.stringify(lead.attribution),
-        facts.receivedAt.toISOString(),
-        facts.clientIp,
-        facts.origin,
-        facts.userAgent,
-        facts.bodyBytes,
-        facts.body,
-        facts.bodyTruncated,
-        facts.durationMs,
-      ],
-    )
-    if (!row) throw new Error('ingest_lead returned no row')
-    return { leadId: row.lead_id, outcome: row.outcome }
+  ): Promise<IngestResult> {
+    const item: IngestItem = {
+      idx: 0,
+      organization_id: source.organizationId,
+      source_id: source.id,
+      new_lead_id: newId(),
+      log_id: newId(),
+      first_name: lead.firstName,
+      last_name: lead.lastName,
+      email: lead.email,
+      email_normalized: lead.emailNormalized,
+      phone_raw: lead.phoneRaw,
+      phone_e164: lead.phoneE164,
+      status: lead.status,
+      custom_fields: lead.customFields,
+      attribution: lead.attribution,
+      received_at: facts.receivedAt.toISOString(),
+      client_ip: facts.clientIp,
+      origin: facts.origin,
+      user_agent: facts.userAgent,
+      body_bytes: facts.bodyBytes,
+      body: facts.body,
+      body_truncated: facts.bodyTruncated,
+      duration_ms: facts.durationMs,
+    }
+    return new Promise<IngestResult>((resolve, reject) => {
+      this.queue.push({ item, resolve, reject })
+      this.scheduleFlush()
+    })
+  }
+
+  private scheduleFlush(): void {
+    if (this.flushScheduled) return
+    this.flushScheduled = true
+    setImmediate(() => {
+      this.flushScheduled = false
+      this.flush()
+    })
+  }
+
+  private flush(): void {
+    while (this.queue.length > 0 && this.inFlight < this.maxInFlight) {
+      const group = this.queue.splice(0, MAX_GROUP_SIZE)
+      this.inFlight++
+      void this.write(group).finally(() => {
+        this.inFlight--
+        if (this.queue.length > 0) this.scheduleFlush()
+      })
+    }
+  }
+
+  private async write(group: Waiting[]): Promise<void> {
+    if (group.length === 1) return this.writeOne(group[0]!)
+    group.forEach((waiting, index) => {
+      waiting.item.idx = index
+    })
+    let rows: Array<{ idx: number; lead_id: string; outcome: IngestResult['outcome'] }>
+    try {
+      rows = await this.ctx.database.query(GROUP_SQL, [JSON.stringify(group.map((waiting) => waiting.item))])
+    } catch (error) {
+      if (isDatabaseUnavailable(error)) {
+        for (const waiting of group) waiting.reject(error)
+        return
+      }
+      // A deadlock with another group, or one item the database refused: nothing of the group was
+      // committed, so each is written on its own and fails, if at all, alone.
+      this.stats.groupFallbacks++
+      this.ctx.logger.warn('group write failed; writing its leads one by one', { error, size: group.length })
+      await Promise.all(group.map((waiting) => this.writeOne(waiting)))
+      return
+    }
+    this.stats.groups++
+    this.stats.groupedLeads += group.length
+    for (const row of rows) group[row.idx]!.resolve({ leadId: row.lead_id, outcome: row.outcome })
+  }
+
+  private async writeOne({ item, resolve, reject }: Waiting): Promise<void> {
+    this.stats.singles++
+    try {
+      const [row] = await this.ctx.database.query<{ lead_id: string; outcome: IngestResult['outcome'] }>(
+        SINGLE_SQL,
+        [
+          item.organization_id,
+          item.source_id,
+          item.new_lead_id,
+          item.log_id,
+          item.first_name,
+          item.last_name,
+          item.email,
+          item.email_normalized,
+          item.phone_raw,
+          item.phone_e164,
+          item.status,
+          JSON.stringify(item.custom_fields),
+          JSON.stringify(item.attribution),
+          item.received_at,
+          item.client_ip,
+          item.origin,
+          item.user_agent,
+          item.body_bytes,
+          item.body,
+          item.body_truncated,
+          item.duration_ms,
+        ],
+      )
+      if (!row) throw new Error('ingest_lead returned no row')
+      resolve({ leadId: row.lead_id, outcome: row.outcome })
+    } catch (error) {
+      reject(error)
+    }
   }
 
   async insertLog(entry: DeliveryLogEntry): Promise<void> {

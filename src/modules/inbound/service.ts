@@ -30,6 +30,7 @@ export interface InboundCall {
   headers: Record<string, unknown>
 }
 
+const FOREIGN_KEY_VIOLATION = '23503'
 const UNKNOWN_KEY_MESSAGE = 'webhook not found: the key is unknown or the source is disabled'
 
 /**
@@ -162,10 +163,20 @@ export class InboundService {
       }
     }
 
-    const stored = await this.repository.ingest(source, lead, {
-      ...facts(withBody),
-      durationMs: Math.round((performance.now() - started) * 100) / 100,
-    })
+    let stored: { leadId: string; outcome: 'created' | 'updated' }
+    try {
+      stored = await this.repository.ingest(source, lead, {
+        ...facts(withBody),
+        durationMs: Math.round((performance.now() - started) * 100) / 100,
+      })
+    } catch (error) {
+      // The source was deleted after this request found it: the key no longer names a webhook.
+      if ((error as { code?: unknown }).code === FOREIGN_KEY_VIOLATION) {
+        sourceCache(this.ctx).evict(source.id)
+        throw new AppError(404, 'webhook_not_found', UNKNOWN_KEY_MESSAGE)
+      }
+      throw error
+    }
     return { status: stored.outcome, success: true, lead_id: stored.leadId }
   }
 
