@@ -1,5 +1,6 @@
 import { Elysia } from 'elysia'
 import type { AppContext } from './context'
+import { authModule } from './modules/auth'
 import { healthModule } from './modules/health'
 import { inboundModule } from './modules/inbound'
 import { sourcesModule } from './modules/sources'
@@ -22,6 +23,7 @@ export function createApp(ctx: AppContext) {
     .use(healthModule(ctx))
     .use(inboundModule(ctx))
     .use(sourcesModule(ctx))
+    .use(authModule(ctx))
 }
 
 export type App = ReturnType<typeof createApp>

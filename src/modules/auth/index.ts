@@ -1,0 +1,89 @@
+import { Elysia, t } from 'elysia'
+import type { AppContext } from '../../context'
+import { authPlugin } from '../../plugins/auth'
+import { ErrorBody, LoginRequest, MeResponse, RateLimitedBody, SessionResponse, SignupRequest } from './model'
+import { identityService } from './service'
+
+const SIGNUP_EXAMPLE = {
+  email: 'ada@example.com',
+  password: 'correct horse battery staple',
+  organization_name: 'Acme Ltd',
+}
+
+/**
+ * Sign-up, log-in, log-out and "who am I". Sign-up and log-in are rate-limited per client IP by the
+ * global rate-limit plugin (5 and 10 per minute); everything else here needs a credential.
+ */
+export function authModule(ctx: AppContext) {
+  const service = identityService(ctx)
+  return new Elysia({ name: 'auth-routes', prefix: '/api/auth' })
+    .use(authPlugin(ctx))
+    .post('/signup', async ({ body, status }) => status(201, await service.signup(body)), {
+      body: SignupRequest,
+      response: {
+        201: SessionResponse,
+        400: ErrorBody,
+        403: ErrorBody,
+        409: ErrorBody,
+        429: RateLimitedBody,
+      },
+      detail: {
+        tags: ['Auth'],
+        summary: 'Sign up: a new organization, its owner and a session',
+        description: [
+          'Creates an organization on the default plan (`DEFAULT_PLAN`), its first user with the role `owner`, and a',
+          'session. The token is shown once. 403 `signup_disabled` when `SIGNUP_ENABLED=false`; 409 `email_taken`',
+          'when the e-mail already has an account; 400 `validation_failed` for a password under 8 characters.',
+          'Limited to 5 per minute per client IP.',
+        ].join(' '),
+        requestBody: {
+          content: { 'application/json': { schema: SignupRequest, example: SIGNUP_EXAMPLE } },
+        } as never,
+      },
+    })
+    .post('/login', ({ body }) => service.login(body), {
+      body: LoginRequest,
+      response: { 200: SessionResponse, 400: ErrorBody, 401: ErrorBody, 429: RateLimitedBody },
+      detail: {
+        tags: ['Auth'],
+        summary: 'Log in: a new session',
+        description:
+          'Checks the e-mail and password and opens a session (7 days idle, 30 days at most). 401 `invalid_credentials` for an unknown e-mail or a wrong password alike. Limited to 10 per minute per client IP.',
+        requestBody: {
+          content: {
+            'application/json': {
+              schema: LoginRequest,
+              example: { email: 'ada@example.com', password: 'correct horse battery staple' },
+            },
+          },
+        } as never,
+      },
+    })
+    .post(
+      '/logout',
+      async ({ principal, status }) => {
+        await service.logout(principal)
+        return status(204, undefined)
+      },
+      {
+        auth: true,
+        response: { 204: t.Void(), 401: ErrorBody, 403: ErrorBody, 429: RateLimitedBody },
+        detail: {
+          tags: ['Auth'],
+          summary: 'Log out: end the presented session',
+          description:
+            'Ends the session whose token is presented; later use of it gives 401. With a personal access token: 403 `session_required` (revoke a PAT with `DELETE /api/pat/{token_id}`).',
+        },
+      },
+    )
+    .get('/me', ({ principal }) => service.me(principal), {
+      auth: true,
+      response: { 200: MeResponse, 401: ErrorBody, 429: RateLimitedBody },
+      detail: {
+        tags: ['Auth'],
+        summary: 'The caller: user, organization (plan and features), effective permissions',
+        description:
+          'Works with a session or a PAT. `permissions` are computed for this request: the role, narrowed by the PAT scopes.',
+      },
+    })
+}

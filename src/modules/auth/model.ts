@@ -1,0 +1,118 @@
+import { t } from 'elysia'
+import { FEATURES, PERMISSIONS, ROLES } from '../../lib/permissions'
+
+/**
+ * Schemas of the identity surface (auth, and the shapes PAT and members reuse). Error bodies follow
+ * DESIGN §2; they are declared once here so every identity route documents them the same way.
+ */
+export const ErrorBody = t.Object(
+  {
+    error: t.String({ description: 'snake_case error code', examples: ['permission_denied'] }),
+    message: t.String({ description: 'human-readable explanation' }),
+    request_id: t.String({ description: 'the X-Request-Id of the request' }),
+    details: t.Optional(
+      t.Array(t.Object({ path: t.String(), message: t.String() }), {
+        description: 'on 400: one entry per offending field, as a JSON pointer',
+      }),
+    ),
+  },
+  {
+    additionalProperties: true,
+    description: 'Error body: `{ error, message, request_id, ...fields of its own }`',
+  },
+)
+
+export const RateLimitedBody = t.Object({
+  error: t.Literal('rate_limited'),
+  message: t.String(),
+  request_id: t.String(),
+  limit: t.Integer(),
+  remaining: t.Integer(),
+  retry_after: t.Integer({ description: 'seconds to wait before retrying' }),
+})
+
+const PASSWORD_MIN_LENGTH = 8
+// argon2 hashes any length, but an unbounded password is a cheap way to burn CPU.
+const PASSWORD_MAX_LENGTH = 256
+
+export const Email = t.String({
+  format: 'email',
+  maxLength: 254,
+  description: 'e-mail address; compared trimmed and lower-cased',
+  examples: ['ada@example.com'],
+})
+export const Password = t.String({
+  minLength: PASSWORD_MIN_LENGTH,
+  maxLength: PASSWORD_MAX_LENGTH,
+  description: `at least ${PASSWORD_MIN_LENGTH} characters`,
+  examples: ['correct horse battery staple'],
+})
+export const RoleName = t.UnionEnum(ROLES, {
+  description: 'owner | admin | member | viewer',
+  examples: ['member'],
+})
+const PermissionName = t.UnionEnum(PERMISSIONS)
+const FeatureName = t.UnionEnum(FEATURES)
+
+export const UserBody = t.Object({
+  id: t.String({ format: 'uuid' }),
+  email: t.String(),
+  role: RoleName,
+  organization_id: t.String({ format: 'uuid' }),
+  created_at: t.String({ format: 'date-time' }),
+})
+
+export const OrganizationBody = t.Object({
+  id: t.String({ format: 'uuid' }),
+  name: t.String(),
+  plan: t.String({ description: 'free | pro | enterprise', examples: ['pro'] }),
+  features: t.Array(FeatureName, { description: 'features of the plan', examples: [['integrations']] }),
+  created_at: t.String({ format: 'date-time' }),
+})
+
+export const SignupRequest = t.Object(
+  {
+    email: Email,
+    password: Password,
+    organization_name: t.String({ minLength: 1, maxLength: 200, examples: ['Acme Ltd'] }),
+  },
+  { additionalProperties: false },
+)
+
+export const LoginRequest = t.Object(
+  { email: Email, password: t.String({ minLength: 1, maxLength: PASSWORD_MAX_LENGTH }) },
+  { additionalProperties: false },
+)
+
+export const SessionResponse = t.Object({
+  token: t.String({
+    description: 'the session token (`fl_sess_…`), shown once; send it as `Authorization: Bearer <token>`',
+    examples: ['fl_sess_AbCdEfGhIjKlMnOpQrStUvWxYz012345Ab12Cd'],
+  }),
+  expires_at: t.String({
+    format: 'date-time',
+    description: 'absolute end of the session (30 days); it also ends after 7 days without use',
+  }),
+  idle_timeout_seconds: t.Integer({ description: 'the session ends after this long without use' }),
+  user: UserBody,
+  organization: OrganizationBody,
+})
+
+export const MeResponse = t.Object({
+  user: UserBody,
+  organization: OrganizationBody,
+  permissions: t.Array(PermissionName, {
+    description:
+      'effective permissions of this request: the role, narrowed by the PAT scopes when a PAT is used',
+  }),
+  auth: t.Object({
+    kind: t.Union([t.Literal('session'), t.Literal('pat')]),
+    credential_id: t.String({ format: 'uuid', description: 'the session id or the PAT token_id' }),
+    scopes: t.Union([t.Array(t.String()), t.Null()], { description: 'the PAT scopes; null for a session' }),
+  }),
+})
+
+export type SignupInput = typeof SignupRequest.static
+export type LoginInput = typeof LoginRequest.static
+export type UserView = typeof UserBody.static
+export type OrganizationView = typeof OrganizationBody.static
