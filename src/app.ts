@@ -3,6 +3,7 @@ import type { AppContext } from './context'
 import { authModule } from './modules/auth'
 import { healthModule } from './modules/health'
 import { inboundModule } from './modules/inbound'
+import { leadsModule } from './modules/leads'
 import { sourcesModule } from './modules/sources'
 import { errorsPlugin } from './plugins/errors'
 import { openapiPlugin } from './plugins/openapi'
@@ -24,6 +25,7 @@ export function createApp(ctx: AppContext) {
     .use(inboundModule(ctx))
     .use(sourcesModule(ctx))
     .use(authModule(ctx))
+    .use(leadsModule(ctx))
 }
 
 export type App = ReturnType<typeof createApp>

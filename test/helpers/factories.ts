@@ -1,5 +1,12 @@
 import type { AppContext } from '../../src/context'
-import { organizations, personalAccessTokens, sessions, users, webhookSources } from '../../src/db/schema'
+import {
+  leads,
+  organizations,
+  personalAccessTokens,
+  sessions,
+  users,
+  webhookSources,
+} from '../../src/db/schema'
 import { newId } from '../../src/lib/ids'
 import type { Role } from '../../src/lib/permissions'
 import { digestSecret, generateSecret, secretHints } from '../../src/lib/secrets'
@@ -115,4 +122,52 @@ export async function createSource(
     })
     .returning()
   return { source: source!, apiKey }
+}
+
+/**
+ * A lead inserted directly (the inbound path is tested on its own). E-mail and phone dedup keys are
+ * taken as given, so tests can set up exactly the rows they need.
+ */
+export async function createLead(
+  ctx: AppContext,
+  organizationId: string,
+  options: Partial<{
+    sourceId: string | null
+    firstName: string | null
+    lastName: string | null
+    email: string | null
+    emailNormalized: string | null
+    phoneRaw: string | null
+    phoneE164: string | null
+    status: string | null
+    customFields: Record<string, unknown>
+    attribution: Record<string, unknown>
+    createdAt: Date
+  }> = {},
+) {
+  const email = options.email === undefined ? `lead-${newId()}@example.com` : options.email
+  const createdAt = options.createdAt ?? new Date(ctx.clock.now())
+  const [lead] = await ctx.db
+    .insert(leads)
+    .values({
+      id: newId(),
+      organizationId,
+      sourceId: options.sourceId ?? null,
+      firstName: options.firstName ?? null,
+      lastName: options.lastName ?? null,
+      email,
+      emailNormalized:
+        options.emailNormalized === undefined
+          ? (email?.trim().toLowerCase() ?? null)
+          : options.emailNormalized,
+      phoneRaw: options.phoneRaw ?? null,
+      phoneE164: options.phoneE164 ?? null,
+      status: options.status ?? null,
+      customFields: options.customFields ?? {},
+      attribution: options.attribution ?? {},
+      createdAt,
+      updatedAt: createdAt,
+    })
+    .returning()
+  return lead!
 }

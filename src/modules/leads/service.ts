@@ -1,0 +1,182 @@
+import type { AppContext } from '../../context'
+import { decodeCursor, pageOf } from '../../lib/cursor'
+import { errors, type ValidationDetail } from '../../lib/errors'
+import { isUuid } from '../../lib/ids'
+import { perContext } from '../../lib/memo'
+// The dedup keys must be computed exactly as the inbound path computes them, or an edited lead
+// would stop matching (or wrongly match) the next webhook submission.
+import { normalizeEmail, normalizePhone } from '../inbound/normalize'
+import {
+  CUSTOM_FIELD_NAME_PATTERN,
+  CUSTOM_FIELDS_MAX_BYTES,
+  CUSTOM_FIELDS_MAX_COUNT,
+  type Lead,
+  type LeadList,
+  type LeadListQuery,
+  type UpdateLeadBody,
+} from './model'
+import {
+  isUniqueViolation,
+  type LeadChanges,
+  type LeadFilters,
+  type LeadRow,
+  LeadsRepository,
+} from './repository'
+
+const EMAIL_UNIQUE_INDEX = 'leads_org_email_unique'
+
+export function toLead(row: LeadRow): Lead {
+  return {
+    lead_id: row.id,
+    source_id: row.sourceId,
+    first_name: row.firstName,
+    last_name: row.lastName,
+    email: row.email,
+    phone_raw: row.phoneRaw,
+    phone_e164: row.phoneE164,
+    status: row.status,
+    custom_fields: row.customFields,
+    attribution: row.attribution,
+    created_at: row.createdAt.toISOString(),
+    updated_at: row.updatedAt.toISOString(),
+  }
+}
+
+export class LeadsService {
+  private readonly repository: LeadsRepository
+
+  constructor(private readonly ctx: AppContext) {
+    this.repository = new LeadsRepository(ctx)
+  }
+
+  async list(organizationId: string, query: LeadListQuery): Promise<LeadList> {
+    const limit = query.limit ?? 50
+    const filters: LeadFilters = { limit }
+    if (query.cursor) filters.beforeId = decodeCursor(query.cursor).id
+    if (query.source_id) filters.sourceId = query.source_id.toLowerCase()
+    if (query.created_after) filters.createdAfter = new Date(query.created_after)
+    const q = query.q?.trim()
+    if (q) {
+      const digits = q.replace(/\D/g, '')
+      filters.search = {
+        substring: q,
+        emailNormalized: q.toLowerCase(),
+        phoneE164: normalizePhone(q, null),
+        // Only for text that looks like a phone: "a1b2" should not turn into a digit search.
+        digits: digits.length >= 4 && /^[\d\s()+.-]+$/.test(q) ? digits : null,
+      }
+    }
+    const page = pageOf(await this.repository.list(organizationId, filters), limit)
+    return { data: page.rows.map(toLead), next_cursor: page.nextCursor }
+  }
+
+  async get(organizationId: string, id: string): Promise<Lead> {
+    const row = isUuid(id) ? await this.repository.findById(organizationId, id) : null
+    if (!row) throw notFound()
+    return toLead(row)
+  }
+
+  /**
+   * Applies the fields sent, recomputing the dedup keys when the e-mail or phone change. The unique
+   * index on the normalised e-mail decides collisions (no check-then-write race): 409.
+   */
+  async update(organizationId: string, id: string, body: UpdateLeadBody): Promise<Lead> {
+    const found = isUuid(id) ? await this.repository.findForUpdate(organizationId, id) : null
+    if (!found) throw notFound()
+    const { lead, defaultCountry } = found
+    const details: ValidationDetail[] = []
+    const changes: LeadChanges = {}
+
+    if (body.first_name !== undefined) changes.firstName = textOrNull(body.first_name)
+    if (body.last_name !== undefined) changes.lastName = textOrNull(body.last_name)
+    if (body.status !== undefined) changes.status = textOrNull(body.status)
+    if (body.email !== undefined) {
+      const email = textOrNull(body.email)
+      const normalized = normalizeEmail(email)
+      if (email !== null && normalized === null) {
+        details.push({ path: '/email', message: `"${email}" is not a valid e-mail address` })
+      }
+      changes.email = email
+      changes.emailNormalized = normalized
+    }
+    if (body.phone_raw !== undefined) {
+      const phone = textOrNull(body.phone_raw)
+      const e164 = normalizePhone(phone, defaultCountry)
+      if (phone !== null && e164 === null) {
+        details.push({
+          path: '/phone_raw',
+          message: defaultCountry
+            ? `"${phone}" is not a valid phone number (read with the default country ${defaultCountry})`
+            : `"${phone}" is not a valid phone number; write it with its +country prefix`,
+        })
+      }
+      changes.phoneRaw = phone
+      changes.phoneE164 = e164
+    }
+    if (body.custom_fields !== undefined) details.push(...checkCustomFields(body.custom_fields))
+    if (details.length === 0 && (body.email !== undefined || body.phone_raw !== undefined)) {
+      const emailAfter = 'emailNormalized' in changes ? changes.emailNormalized : lead.emailNormalized
+      const phoneAfter = 'phoneE164' in changes ? changes.phoneE164 : lead.phoneE164
+      if (!emailAfter && !phoneAfter) {
+        details.push({ path: '/', message: 'a lead keeps at least one of a valid e-mail or phone number' })
+      }
+    }
+    if (details.length > 0) throw errors.validation('the lead fields are not valid', details)
+    if (body.custom_fields !== undefined) changes.customFields = body.custom_fields
+
+    if (Object.keys(changes).length === 0) return toLead(lead)
+    changes.updatedAt = new Date(this.ctx.clock.now())
+    let row: LeadRow | null
+    try {
+      row = await this.repository.update(organizationId, id, changes)
+    } catch (error) {
+      if (isUniqueViolation(error, EMAIL_UNIQUE_INDEX)) {
+        throw errors.conflict(
+          'duplicate_lead',
+          'another lead of this organization already has this e-mail address',
+        )
+      }
+      throw error
+    }
+    if (!row) throw notFound()
+    return toLead(row)
+  }
+
+  async remove(organizationId: string, id: string): Promise<void> {
+    if (!isUuid(id) || !(await this.repository.delete(organizationId, id))) throw notFound()
+  }
+}
+
+function textOrNull(value: string | null): string | null {
+  const trimmed = value?.trim()
+  return trimmed ? trimmed : null
+}
+
+function checkCustomFields(fields: Record<string, unknown>): ValidationDetail[] {
+  const details: ValidationDetail[] = []
+  const names = Object.keys(fields)
+  if (names.length > CUSTOM_FIELDS_MAX_COUNT) {
+    details.push({
+      path: '/custom_fields',
+      message: `at most ${CUSTOM_FIELDS_MAX_COUNT} custom fields, got ${names.length}`,
+    })
+  }
+  for (const name of names) {
+    if (!CUSTOM_FIELD_NAME_PATTERN.test(name)) {
+      details.push({
+        path: `/custom_fields/${name.replaceAll('~', '~0').replaceAll('/', '~1')}`,
+        message: 'custom field names are 1-100 characters of A-Z a-z 0-9 _ . -',
+      })
+    }
+  }
+  if (Buffer.byteLength(JSON.stringify(fields)) > CUSTOM_FIELDS_MAX_BYTES) {
+    details.push({ path: '/custom_fields', message: `at most ${CUSTOM_FIELDS_MAX_BYTES} bytes of JSON` })
+  }
+  return details
+}
+
+function notFound() {
+  return errors.notFound('lead')
+}
+
+export const leadsService = perContext((ctx: AppContext) => new LeadsService(ctx))
