@@ -1,4 +1,4 @@
-import { afterAll, describe, expect, test } from 'bun:test'
+import { afterAll, afterEach, describe, expect, test } from 'bun:test'
 import type Redis from 'ioredis'
 import { createRedis } from '../../src/context'
 import { FakeClock } from '../../src/lib/clock'
@@ -23,14 +23,36 @@ function redisLimiter(url: string): RedisRateLimiter {
   )
 }
 
-const implementations: Array<[string, () => RateLimiter]> = [['in-process', () => new MemoryRateLimiter()]]
-if (redisUrl) implementations.push(['redis', () => redisLimiter(redisUrl)])
+// The Redis variant waits for the connection first: commands sent before it is ready would fail
+// over to the in-process fallback, and the test would not be testing Redis at all.
+async function readyRedisLimiter(url: string): Promise<RateLimiter> {
+  const limiter = redisLimiter(url)
+  const client = openClients[openClients.length - 1]!
+  if (client.status !== 'ready') await new Promise((resolve) => client.once('ready', resolve))
+  return limiter
+}
+
+const implementations: Array<[string, () => RateLimiter | Promise<RateLimiter>]> = [
+  ['in-process', () => new MemoryRateLimiter()],
+]
+if (redisUrl) implementations.push(['redis', () => readyRedisLimiter(redisUrl)])
+
+afterEach(async () => {
+  // Every Redis-backed check must have been answered by Redis, not by the fallback.
+  for (const limiter of usedLimiters.splice(0)) expect(limiter.state()).toBe('up')
+})
+const usedLimiters: RateLimiter[] = []
 
 const perKey = (key = 'k') => ({ bucket: 'inbound', key, limit: 60, windowMs: 60_000 })
 
-describe.each(implementations)('sliding window (%s)', (_name, build) => {
+describe.each(implementations)('sliding window (%s)', (name, makeLimiter) => {
+  const build = async () => {
+    const limiter = await makeLimiter()
+    if (name === 'redis') usedLimiters.push(limiter)
+    return limiter
+  }
   test('the 61st request of 60 inside the window is refused', async () => {
-    const limiter = build()
+    const limiter = await build()
     const clock = new FakeClock()
     for (let index = 0; index < 60; index++) {
       const result = await limiter.check([perKey()], clock.now())
@@ -46,7 +68,7 @@ describe.each(implementations)('sliding window (%s)', (_name, build) => {
   })
 
   test('a slot is freed exactly when the oldest request leaves the window', async () => {
-    const limiter = build()
+    const limiter = await build()
     const clock = new FakeClock()
     const start = clock.now()
     await limiter.check([perKey()], start)
@@ -64,7 +86,7 @@ describe.each(implementations)('sliding window (%s)', (_name, build) => {
   })
 
   test('refused requests are not counted', async () => {
-    const limiter = build()
+    const limiter = await build()
     const clock = new FakeClock()
     for (let index = 0; index < 60; index++) await limiter.check([perKey()], clock.now())
     for (let index = 0; index < 100; index++) await limiter.check([perKey()], clock.now())
@@ -75,7 +97,7 @@ describe.each(implementations)('sliding window (%s)', (_name, build) => {
   })
 
   test('keys are independent', async () => {
-    const limiter = build()
+    const limiter = await build()
     const clock = new FakeClock()
     for (let index = 0; index < 60; index++) await limiter.check([perKey('a')], clock.now())
     expect((await limiter.check([perKey('a')], clock.now())).allowed).toBe(false)
@@ -83,7 +105,7 @@ describe.each(implementations)('sliding window (%s)', (_name, build) => {
   })
 
   test('several buckets: refused by the tightest, recorded in none when refused', async () => {
-    const limiter = build()
+    const limiter = await build()
     const clock = new FakeClock()
     const wide = { bucket: 'platform', key: 'all', limit: 1000, windowMs: 60_000 }
     const narrow = { bucket: 'login', key: 'ip', limit: 2, windowMs: 60_000 }
@@ -98,7 +120,7 @@ describe.each(implementations)('sliding window (%s)', (_name, build) => {
   })
 
   test('large limits use the sliding-window counter', async () => {
-    const limiter = build()
+    const limiter = await build()
     const clock = new FakeClock(Date.UTC(2026, 0, 1, 0, 0, 0))
     const rule = { bucket: 'platform', key: 'all', limit: 20_000, windowMs: 60_000 }
     for (let index = 0; index < 100; index++) await limiter.check([rule], clock.now())
