@@ -1,6 +1,7 @@
 import { Elysia } from 'elysia'
 import type { AppContext } from './context'
 import { authModule } from './modules/auth'
+import { deliveryLogsModule } from './modules/delivery-logs'
 import { healthModule } from './modules/health'
 import { inboundModule } from './modules/inbound'
 import { leadsModule } from './modules/leads'
@@ -23,6 +24,7 @@ export function createApp(ctx: AppContext) {
     .use(openapiPlugin())
     .use(healthModule(ctx))
     .use(inboundModule(ctx))
+    .use(deliveryLogsModule(ctx))
     .use(sourcesModule(ctx))
     .use(authModule(ctx))
     .use(leadsModule(ctx))

@@ -2,6 +2,7 @@ import { createApp } from './app'
 import { type Config, ConfigError, loadConfig } from './config'
 import { createContext } from './context'
 import { runMigrations } from './db/migrate'
+import { startDeliveryLogMaintenance } from './modules/delivery-logs/jobs'
 
 /** Start-up only: config → context → migrations → listen → signals. */
 const startedAt = performance.now()
@@ -31,6 +32,9 @@ try {
   await ctx.close()
   process.exit(1)
 }
+
+// Health roll-up and log retention: timers stopped by ctx.close() on shutdown.
+startDeliveryLogMaintenance(ctx)
 
 const app = createApp(ctx).listen({
   port: config.port,

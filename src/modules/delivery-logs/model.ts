@@ -1,0 +1,193 @@
+import { t } from 'elysia'
+
+export const OUTCOMES = ['created', 'updated', 'spam', 'error', 'rejected'] as const
+export type Outcome = (typeof OUTCOMES)[number]
+
+// Spelled out (not mapped from OUTCOMES) so the static type keeps the literals.
+const outcomeUnion = (options: { description?: string } = {}) =>
+  t.Union(
+    [
+      t.Literal('created'),
+      t.Literal('updated'),
+      t.Literal('spam'),
+      t.Literal('error'),
+      t.Literal('rejected'),
+    ],
+    options,
+  )
+
+export const ErrorBody = t.Object(
+  {
+    error: t.String({ description: 'snake_case error code' }),
+    message: t.String(),
+    request_id: t.String(),
+    details: t.Optional(t.Array(t.Object({ path: t.String(), message: t.String() }))),
+  },
+  { additionalProperties: true },
+)
+
+export const RateLimitedBody = t.Object({
+  error: t.Literal('rate_limited'),
+  message: t.String(),
+  request_id: t.String(),
+  limit: t.Integer(),
+  remaining: t.Integer(),
+  retry_after: t.Integer(),
+})
+
+export const SourceParams = t.Object({
+  id: t.String({ format: 'uuid', description: 'The source id' }),
+})
+
+export const LogParams = t.Object({
+  id: t.String({ format: 'uuid', description: 'The source id' }),
+  log_id: t.String({ format: 'uuid', description: 'The delivery-log entry id' }),
+})
+
+export const LogsQuery = t.Object({
+  limit: t.Optional(t.Integer({ minimum: 1, maximum: 200, default: 50, description: 'Page size (1–200)' })),
+  cursor: t.Optional(
+    t.String({ minLength: 1, maxLength: 200, description: '`next_cursor` of the previous page (opaque)' }),
+  ),
+  outcome: t.Optional(outcomeUnion({ description: 'Only entries with this outcome' })),
+  status: t.Optional(
+    t.Integer({ minimum: 100, maximum: 599, description: 'HTTP status of the inbound response, e.g. 429' }),
+  ),
+  since: t.Optional(
+    t.String({ format: 'date-time', description: 'Entries received at or after this time (inclusive)' }),
+  ),
+  until: t.Optional(
+    t.String({ format: 'date-time', description: 'Entries received before this time (exclusive)' }),
+  ),
+})
+export type LogsQuery = typeof LogsQuery.static
+
+const outcomeField = outcomeUnion({
+  description:
+    '`created` / `updated`: a lead was stored; `spam`: accepted and filtered; `error`: no usable contact (200, `success: false`); `rejected`: a 4xx answer (reason = the error code)',
+})
+
+const entryFields = {
+  id: t.String({ format: 'uuid' }),
+  received_at: t.String({ format: 'date-time' }),
+  method: t.String({ examples: ['POST'] }),
+  http_status: t.Integer({ examples: [200] }),
+  outcome: outcomeField,
+  reason: t.Nullable(
+    t.String({
+      description:
+        'Why: the first spam reason, `missing_contact`, or the error code of a rejection (`rate_limited`, `invalid_json`, `ip_not_allowed`…)',
+    }),
+  ),
+  lead_id: t.Nullable(t.String({ format: 'uuid' })),
+  client_ip: t.Nullable(t.String()),
+  origin: t.Nullable(t.String({ description: '`Origin`, else `Referer`, of the request (secrets masked)' })),
+  user_agent: t.Nullable(t.String()),
+  body_bytes: t.Integer({ description: 'Size of the request body in bytes' }),
+  body_truncated: t.Boolean({ description: 'The stored body was cut at 8 KB' }),
+  spam_reasons: t.Array(t.String()),
+  duration_ms: t.Number({ description: 'Server-side processing time' }),
+  repeat_count: t.Integer({
+    description:
+      'How many requests this entry stands for: identical rejections (429 floods) are written once per second with their count',
+  }),
+}
+
+export const LogEntry = t.Object(entryFields)
+export type LogEntry = typeof LogEntry.static
+
+export const LogEntryWithBody = t.Object({
+  ...entryFields,
+  body: t.Union([t.Null(), t.String(), t.Record(t.String(), t.Unknown()), t.Array(t.Unknown())], {
+    description:
+      'The request body: parsed JSON when it was complete valid JSON, else the stored text (cut at 8 KB); secrets masked',
+  }),
+})
+export type LogEntryWithBody = typeof LogEntryWithBody.static
+
+export const LogPage = t.Object({
+  data: t.Array(LogEntry),
+  next_cursor: t.Nullable(
+    t.String({ description: 'Pass as `cursor` for the next (older) page; null at the end' }),
+  ),
+})
+export type LogPage = typeof LogPage.static
+
+const outcomeCounts = {
+  created: t.Integer(),
+  updated: t.Integer(),
+  spam: t.Integer(),
+  error: t.Integer(),
+  rejected: t.Integer(),
+}
+
+export const HEALTH_STATUSES = ['healthy', 'degraded', 'failing', 'idle', 'disabled'] as const
+export type HealthStatus = (typeof HEALTH_STATUSES)[number]
+
+export const SourceHealth = t.Object({
+  source_id: t.String({ format: 'uuid' }),
+  window: t.Object(
+    { from: t.String({ format: 'date-time' }), to: t.String({ format: 'date-time' }) },
+    {
+      description:
+        'The current hour and the 23 before it: `from` is the start of the first hourly bucket, `to` is now',
+    },
+  ),
+  status: t.Union(
+    [
+      t.Literal('healthy'),
+      t.Literal('degraded'),
+      t.Literal('failing'),
+      t.Literal('idle'),
+      t.Literal('disabled'),
+    ],
+    { description: 'See the rules in the route description' },
+  ),
+  totals: t.Object(
+    { requests: t.Integer(), ...outcomeCounts },
+    { description: 'Requests in the window by outcome' },
+  ),
+  rejections: t.Array(t.Object({ reason: t.String(), http_status: t.Integer(), count: t.Integer() }), {
+    description: 'Rejected requests by reason, most frequent first (429s appear as `rate_limited`)',
+  }),
+  success_rate: t.Nullable(
+    t.Number({
+      minimum: 0,
+      maximum: 1,
+      description: '(created + updated + spam) / requests over the window; null without requests',
+    }),
+  ),
+  last_request_at: t.Nullable(t.String({ format: 'date-time' })),
+  last_success_at: t.Nullable(t.String({ format: 'date-time' })),
+  last_failure: t.Nullable(
+    t.Object({
+      at: t.String({ format: 'date-time' }),
+      http_status: t.Integer(),
+      reason: t.Nullable(t.String()),
+    }),
+  ),
+  latency_ms: t.Object(
+    {
+      p50: t.Nullable(t.Number()),
+      p95: t.Nullable(t.Number()),
+      samples: t.Integer({ description: 'Requests measured (all but rate-limited ones)' }),
+    },
+    {
+      description:
+        'Server-side processing time, from a histogram with 8 buckets per doubling: a value is the upper bound of its bucket, at most 9% above the exact percentile',
+    },
+  ),
+  hourly: t.Array(
+    t.Object({
+      from: t.String({ format: 'date-time' }),
+      to: t.String({ format: 'date-time' }),
+      requests: t.Integer(),
+      ...outcomeCounts,
+    }),
+    { description: '24 buckets, oldest first; the last one is the current (partial) hour' },
+  ),
+  recent_problems: t.Array(LogEntry, {
+    description: 'The 10 latest spam, error and rejected entries (any age within retention), newest first',
+  }),
+})
+export type SourceHealth = typeof SourceHealth.static

@@ -1,0 +1,183 @@
+import type { AppContext } from '../../context'
+import type { Outcome } from './model'
+
+/**
+ * Latency histogram bucket of a duration in ms: b such that duration is in (2^((b-1)/8), 2^(b/8)],
+ * clamped to [0.01 ms, 131 s]. One expression, used by the roll-up and by the live query, so
+ * both halves of the health view bucket alike.
+ */
+export const LATENCY_BUCKET_SQL = (column: string) =>
+  `least(greatest(ceil(8 * log(2::numeric, greatest(${column}, 0.01)::numeric)), -53), 136)::int`
+
+/** Upper bound (ms) of a latency bucket. */
+export function bucketUpperBoundMs(bucket: number): number {
+  return 2 ** (bucket / 8)
+}
+
+export interface LogRow {
+  id: string
+  /** received_at to the microsecond, ISO 8601 UTC: the keyset cursor must not lose precision. */
+  received_at_text: string
+  method: string
+  http_status: number
+  outcome: Outcome
+  reason: string | null
+  lead_id: string | null
+  client_ip: string | null
+  origin: string | null
+  user_agent: string | null
+  body_bytes: number
+  body_truncated: boolean
+  spam_reasons: string[] | string
+  duration_ms: number
+  repeat_count: number
+}
+
+// Casts keep the row shape identical on postgres.js and PGlite (no bigint/float4/Date surprises).
+const ENTRY_COLUMNS = `id::text AS id,
+  to_char(received_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS received_at_text,
+  method, http_status::int AS http_status, outcome, reason, lead_id::text AS lead_id, client_ip, origin,
+  user_agent, body_bytes, body_truncated, spam_reasons, round(duration_ms::numeric, 2)::float8 AS duration_ms,
+  repeat_count`
+
+export interface LogFilter {
+  sourceId: string
+  limit: number
+  outcome?: Outcome
+  status?: number
+  since?: string
+  until?: string
+  after?: { receivedAt: string; id: string }
+}
+
+export interface AggregateRow {
+  kind: 'count' | 'latency'
+  hour_ms: number | null
+  outcome: Outcome | null
+  http_status: number | null
+  reason: string | null
+  bucket: number | null
+  requests: number
+}
+
+export interface RecentRow {
+  outcome: Outcome
+  http_status: number
+  reason: string | null
+  repeat_count: number
+  at_ms: number
+}
+
+/**
+ * The window's counts and latency histogram in one round trip: roll-up rows for what the roll-up
+ * job has covered (received_at < the source's watermark), plus a live aggregate of the rows after
+ * it (normally the last few minutes). Exact whatever the job's lag: a lagging job only makes the
+ * live part longer.
+ */
+const AGGREGATE_SQL = `WITH live AS MATERIALIZED (
+  SELECT date_trunc('hour', received_at, 'UTC') AS hour, outcome, http_status, coalesce(reason, '') AS reason,
+         repeat_count, duration_ms
+  FROM delivery_logs
+  WHERE source_id = $1 AND received_at < $3
+    AND received_at >= greatest($2::timestamptz,
+      coalesce((SELECT rolled_until FROM delivery_log_rollup_watermarks WHERE source_id = $1), '-infinity'))
+)
+SELECT 'count' AS kind, (extract(epoch FROM hour) * 1000)::float8 AS hour_ms, outcome, http_status::int AS http_status,
+       reason, NULL::int AS bucket, requests::int AS requests
+FROM delivery_log_hourly WHERE source_id = $1 AND hour >= $2 AND hour < $3
+UNION ALL
+SELECT 'count', (extract(epoch FROM hour) * 1000)::float8, outcome, http_status::int, reason, NULL, sum(repeat_count)::int
+FROM live GROUP BY hour, outcome, http_status, reason
+UNION ALL
+SELECT 'latency', NULL, NULL, NULL, NULL, bucket::int, requests::int
+FROM delivery_log_latency_hourly WHERE source_id = $1 AND hour >= $2 AND hour < $3
+UNION ALL
+SELECT 'latency', NULL, NULL, NULL, NULL, ${LATENCY_BUCKET_SQL('duration_ms')}, sum(repeat_count)::int
+FROM live WHERE http_status <> 429 GROUP BY 6`
+
+// The newest rows of any age: the status rules look at the latest requests.
+const RECENT_SQL = `SELECT outcome, http_status::int AS http_status, reason, repeat_count,
+  (extract(epoch FROM received_at) * 1000)::float8 AS at_ms
+FROM delivery_logs WHERE source_id = $1 ORDER BY received_at DESC, id DESC LIMIT $2`
+
+// One index probe per outcome on (source_id, outcome, received_at desc, id desc).
+const LATEST_BY_OUTCOME_SQL = `SELECT o.outcome, l.http_status, l.reason, l.repeat_count, l.at_ms
+FROM unnest($2::text[]) AS o(outcome)
+CROSS JOIN LATERAL (
+  SELECT http_status::int AS http_status, reason, repeat_count,
+         (extract(epoch FROM received_at) * 1000)::float8 AS at_ms
+  FROM delivery_logs d WHERE d.source_id = $1 AND d.outcome = o.outcome
+  ORDER BY received_at DESC, id DESC LIMIT 1
+) l`
+
+const LATEST_PROBLEMS_SQL = `SELECT p.* FROM unnest($2::text[]) AS o(outcome)
+CROSS JOIN LATERAL (
+  SELECT ${ENTRY_COLUMNS}, received_at AS sort_at FROM delivery_logs d
+  WHERE d.source_id = $1 AND d.outcome = o.outcome
+  ORDER BY received_at DESC, id DESC LIMIT $3
+) p
+ORDER BY p.sort_at DESC, p.id DESC LIMIT $3`
+
+export class DeliveryLogsRepository {
+  constructor(private readonly ctx: AppContext) {}
+
+  async findSource(sourceId: string, organizationId: string): Promise<{ enabled: boolean } | null> {
+    const [row] = await this.ctx.database.query<{ enabled: boolean }>(
+      'SELECT enabled FROM webhook_sources WHERE id = $1 AND organization_id = $2',
+      [sourceId, organizationId],
+    )
+    return row ?? null
+  }
+
+  /** Newest first, keyset on (received_at, id) so every page is one index range scan. */
+  async list(filter: LogFilter): Promise<LogRow[]> {
+    const params: unknown[] = [filter.sourceId]
+    const where = ['source_id = $1']
+    const add = (clause: (placeholder: string) => string, value: unknown) => {
+      params.push(value)
+      where.push(clause(`$${params.length}`))
+    }
+    if (filter.outcome) add((p) => `outcome = ${p}`, filter.outcome)
+    if (filter.status !== undefined) add((p) => `http_status = ${p}`, filter.status)
+    if (filter.since) add((p) => `received_at >= ${p}::timestamptz`, filter.since)
+    if (filter.until) add((p) => `received_at < ${p}::timestamptz`, filter.until)
+    if (filter.after) {
+      params.push(filter.after.receivedAt, filter.after.id)
+      where.push(`(received_at, id) < ($${params.length - 1}::timestamptz, $${params.length}::uuid)`)
+    }
+    params.push(filter.limit)
+    return this.ctx.database.query<LogRow>(
+      `SELECT ${ENTRY_COLUMNS} FROM delivery_logs WHERE ${where.join(' AND ')}
+       ORDER BY received_at DESC, id DESC LIMIT $${params.length}`,
+      params,
+    )
+  }
+
+  async get(sourceId: string, logId: string): Promise<(LogRow & { body: string | null }) | null> {
+    const [row] = await this.ctx.database.query<LogRow & { body: string | null }>(
+      `SELECT ${ENTRY_COLUMNS}, body FROM delivery_logs WHERE source_id = $1 AND id = $2`,
+      [sourceId, logId],
+    )
+    return row ?? null
+  }
+
+  aggregates(sourceId: string, from: Date, to: Date): Promise<AggregateRow[]> {
+    return this.ctx.database.query<AggregateRow>(AGGREGATE_SQL, [
+      sourceId,
+      from.toISOString(),
+      to.toISOString(),
+    ])
+  }
+
+  recent(sourceId: string, limit: number): Promise<RecentRow[]> {
+    return this.ctx.database.query<RecentRow>(RECENT_SQL, [sourceId, limit])
+  }
+
+  latestByOutcome(sourceId: string, outcomes: readonly Outcome[]): Promise<RecentRow[]> {
+    return this.ctx.database.query<RecentRow>(LATEST_BY_OUTCOME_SQL, [sourceId, outcomes])
+  }
+
+  latestProblems(sourceId: string, outcomes: readonly Outcome[], limit: number): Promise<LogRow[]> {
+    return this.ctx.database.query<LogRow>(LATEST_PROBLEMS_SQL, [sourceId, outcomes, limit])
+  }
+}

@@ -1,0 +1,290 @@
+import type { AppContext } from '../../context'
+import { AppError, errors } from '../../lib/errors'
+import { isUuid } from '../../lib/ids'
+import { perContext } from '../../lib/memo'
+import { maskSecretsInText } from '../../lib/secrets'
+import type {
+  HealthStatus,
+  LogEntry,
+  LogEntryWithBody,
+  LogPage,
+  LogsQuery,
+  Outcome,
+  SourceHealth,
+} from './model'
+import { bucketUpperBoundMs, DeliveryLogsRepository, type LogRow, type RecentRow } from './repository'
+
+const HOUR_MS = 3_600_000
+const WINDOW_HOURS = 24
+const DEFAULT_PAGE_SIZE = 50
+const PROBLEM_LIST_SIZE = 10
+
+/** Outcomes where the integration did its job: a lead was stored, or the request was filtered as spam. */
+export const SUCCESS_OUTCOMES: readonly Outcome[] = ['created', 'updated', 'spam']
+/** Outcomes where a delivery did not go through: no contact in the body, or a 4xx (429 included). */
+export const FAILURE_OUTCOMES: readonly Outcome[] = ['error', 'rejected']
+/** What the health view lists as "problem deliveries": spam is shown too, so a real lead caught by the filter can be found. */
+export const PROBLEM_OUTCOMES: readonly Outcome[] = ['spam', 'error', 'rejected']
+
+/**
+ * Status rules (also in the OpenAPI description and the README), checked in this order:
+ * - `disabled`: the source is disabled.
+ * - `idle`: no request in the window.
+ * - `failing`: the latest 5 requests in the window all failed, or at least 5 of the latest 20
+ *   requests are counted and more than half of them failed.
+ * - `degraded`: the window's success rate is under 95%, or the latest request failed.
+ * - `healthy`: otherwise.
+ * A row with `repeat_count` n counts as n requests (a 429 flood fails fast).
+ */
+export const STATUS_RULES = {
+  recentRequests: 20,
+  consecutiveFailures: 5,
+  minRecentForRate: 5,
+  failingBelow: 0.5,
+  degradedBelow: 0.95,
+} as const
+
+export const HEALTH_STATUS_DESCRIPTION = [
+  'Status, checked in this order: `disabled` when the source is disabled; `idle` when it received no request in',
+  'the window; `failing` when its latest 5 requests all failed, or when more than half of its latest 20 requests',
+  '(at least 5) failed; `degraded` when the success rate of the window is under 95% or the latest request failed;',
+  '`healthy` otherwise. Success = `created`, `updated` or `spam` (spam is delivered and filtered: the integration',
+  'works); failure = `error` (no usable contact) or `rejected` (any 4xx, 429 included). Counts sum `repeat_count`,',
+  'so an aggregated 429 row counts for every request it stands for.',
+].join(' ')
+
+interface Cursor {
+  receivedAt: string
+  id: string
+}
+
+const CURSOR_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/
+
+export function encodeCursor(cursor: Cursor): string {
+  return Buffer.from(`${cursor.receivedAt}|${cursor.id}`).toString('base64url')
+}
+
+export function decodeCursor(value: string): Cursor {
+  const [receivedAt, id] = Buffer.from(value, 'base64url').toString('utf8').split('|')
+  if (!receivedAt || !id || !CURSOR_TIME.test(receivedAt) || !isUuid(id)) {
+    throw errors.validation('invalid cursor', [
+      { path: '/cursor', message: 'not a cursor returned by this API' },
+    ])
+  }
+  return { receivedAt, id }
+}
+
+function maskOrNull(value: string | null): string | null {
+  return value === null ? null : maskSecretsInText(value)
+}
+
+export function toEntry(row: LogRow): LogEntry {
+  const spamReasons = typeof row.spam_reasons === 'string' ? JSON.parse(row.spam_reasons) : row.spam_reasons
+  return {
+    id: row.id,
+    received_at: new Date(row.received_at_text).toISOString(),
+    method: row.method,
+    http_status: row.http_status,
+    outcome: row.outcome,
+    reason: maskOrNull(row.reason),
+    lead_id: row.lead_id,
+    client_ip: row.client_ip,
+    origin: maskOrNull(row.origin),
+    user_agent: maskOrNull(row.user_agent),
+    body_bytes: row.body_bytes,
+    body_truncated: row.body_truncated,
+    spam_reasons: spamReasons,
+    duration_ms: row.duration_ms,
+    repeat_count: row.repeat_count,
+  }
+}
+
+/** Parsed JSON when the stored body is complete and is a JSON object or array; else the (masked) text. */
+export function presentBody(body: string | null, truncated: boolean): LogEntryWithBody['body'] {
+  if (body === null) return null
+  const masked = maskSecretsInText(body)
+  if (truncated) return masked
+  try {
+    const parsed: unknown = JSON.parse(masked)
+    if (typeof parsed === 'object' && parsed !== null) return parsed as Record<string, unknown>
+  } catch {}
+  return masked
+}
+
+function percentile(histogram: Map<number, number>, total: number, fraction: number): number | null {
+  if (total === 0) return null
+  const rank = Math.ceil(fraction * total)
+  let seen = 0
+  for (const bucket of [...histogram.keys()].sort((a, b) => a - b)) {
+    seen += histogram.get(bucket)!
+    if (seen >= rank) return Math.round(bucketUpperBoundMs(bucket) * 100) / 100
+  }
+  return null
+}
+
+const emptyCounts = () => ({ requests: 0, created: 0, updated: 0, spam: 0, error: 0, rejected: 0 })
+
+export class DeliveryLogsService {
+  readonly repository: DeliveryLogsRepository
+
+  constructor(private readonly ctx: AppContext) {
+    this.repository = new DeliveryLogsRepository(ctx)
+  }
+
+  /** 404 for an unknown source and for another organization's, with the same body. */
+  private async source(organizationId: string, sourceId: string) {
+    const source = await this.repository.findSource(sourceId, organizationId)
+    if (!source) throw new AppError(404, 'source_not_found', 'source not found')
+    return source
+  }
+
+  async list(organizationId: string, sourceId: string, query: LogsQuery): Promise<LogPage> {
+    await this.source(organizationId, sourceId)
+    const limit = query.limit ?? DEFAULT_PAGE_SIZE
+    const rows = await this.repository.list({
+      sourceId,
+      limit: limit + 1,
+      outcome: query.outcome,
+      status: query.status,
+      since: query.since,
+      until: query.until,
+      after: query.cursor ? decodeCursor(query.cursor) : undefined,
+    })
+    const page = rows.slice(0, limit)
+    const last = page.at(-1)
+    return {
+      data: page.map(toEntry),
+      next_cursor:
+        rows.length > limit && last ? encodeCursor({ receivedAt: last.received_at_text, id: last.id }) : null,
+    }
+  }
+
+  async get(organizationId: string, sourceId: string, logId: string): Promise<LogEntryWithBody> {
+    await this.source(organizationId, sourceId)
+    const row = await this.repository.get(sourceId, logId)
+    if (!row) throw new AppError(404, 'log_not_found', 'delivery-log entry not found')
+    return { ...toEntry(row), body: presentBody(row.body, row.body_truncated) }
+  }
+
+  async health(organizationId: string, sourceId: string): Promise<SourceHealth> {
+    const source = await this.source(organizationId, sourceId)
+    const now = this.ctx.clock.now()
+    const currentHour = Math.floor(now / HOUR_MS) * HOUR_MS
+    const from = currentHour - (WINDOW_HOURS - 1) * HOUR_MS
+    const end = currentHour + HOUR_MS
+    const [aggregates, recent, latest, problems] = await Promise.all([
+      this.repository.aggregates(sourceId, new Date(from), new Date(end)),
+      this.repository.recent(sourceId, STATUS_RULES.recentRequests),
+      this.repository.latestByOutcome(sourceId, [...SUCCESS_OUTCOMES, ...FAILURE_OUTCOMES]),
+      this.repository.latestProblems(sourceId, PROBLEM_OUTCOMES, PROBLEM_LIST_SIZE),
+    ])
+
+    const totals = emptyCounts()
+    const hourly = Array.from({ length: WINDOW_HOURS }, (_, index) => ({
+      from: new Date(from + index * HOUR_MS).toISOString(),
+      to: new Date(from + (index + 1) * HOUR_MS).toISOString(),
+      ...emptyCounts(),
+    }))
+    const rejections = new Map<string, { reason: string; http_status: number; count: number }>()
+    const histogram = new Map<number, number>()
+    let samples = 0
+    for (const row of aggregates) {
+      if (row.kind === 'latency') {
+        histogram.set(row.bucket!, (histogram.get(row.bucket!) ?? 0) + row.requests)
+        samples += row.requests
+        continue
+      }
+      const bucket = hourly[Math.floor((row.hour_ms! - from) / HOUR_MS)]
+      const outcome = row.outcome!
+      if (!bucket || !(outcome in totals)) continue
+      bucket.requests += row.requests
+      bucket[outcome] += row.requests
+      totals.requests += row.requests
+      totals[outcome] += row.requests
+      if (outcome === 'rejected') {
+        const key = `${row.http_status}|${row.reason}`
+        const entry = rejections.get(key) ?? {
+          reason: row.reason || 'unknown',
+          http_status: row.http_status!,
+          count: 0,
+        }
+        entry.count += row.requests
+        rejections.set(key, entry)
+      }
+    }
+    const successes = totals.created + totals.updated + totals.spam
+    const successRate =
+      totals.requests === 0 ? null : Math.round((successes / totals.requests) * 10_000) / 10_000
+
+    const latestOf = (outcomes: readonly Outcome[]) =>
+      latest
+        .filter((row) => outcomes.includes(row.outcome))
+        .reduce<RecentRow | null>((best, row) => (best && best.at_ms >= row.at_ms ? best : row), null)
+    const lastSuccess = latestOf(SUCCESS_OUTCOMES)
+    const lastFailure = latestOf(FAILURE_OUTCOMES)
+
+    return {
+      source_id: sourceId,
+      window: { from: new Date(from).toISOString(), to: new Date(now).toISOString() },
+      status: healthStatus({
+        enabled: source.enabled,
+        requests: totals.requests,
+        successRate,
+        recent: recent.filter((row) => row.at_ms >= from),
+      }),
+      totals,
+      rejections: [...rejections.values()].sort(
+        (a, b) => b.count - a.count || a.reason.localeCompare(b.reason),
+      ),
+      success_rate: successRate,
+      last_request_at: recent[0] ? new Date(recent[0].at_ms).toISOString() : null,
+      last_success_at: lastSuccess ? new Date(lastSuccess.at_ms).toISOString() : null,
+      last_failure: lastFailure
+        ? {
+            at: new Date(lastFailure.at_ms).toISOString(),
+            http_status: lastFailure.http_status,
+            reason: maskOrNull(lastFailure.reason),
+          }
+        : null,
+      latency_ms: {
+        p50: percentile(histogram, samples, 0.5),
+        p95: percentile(histogram, samples, 0.95),
+        samples,
+      },
+      hourly,
+      recent_problems: problems.map(toEntry),
+    }
+  }
+}
+
+/** The status rules above, on the window's totals and its newest rows (newest first). */
+export function healthStatus(input: {
+  enabled: boolean
+  requests: number
+  successRate: number | null
+  recent: Pick<RecentRow, 'outcome' | 'repeat_count'>[]
+}): HealthStatus {
+  if (!input.enabled) return 'disabled'
+  if (input.requests === 0) return 'idle'
+  // Newest first, each row weighted by the requests it stands for, up to the latest 20 requests.
+  const latest: boolean[] = []
+  for (const row of input.recent) {
+    const failed = FAILURE_OUTCOMES.includes(row.outcome)
+    for (let index = 0; index < row.repeat_count && latest.length < STATUS_RULES.recentRequests; index++) {
+      latest.push(failed)
+    }
+  }
+  const failures = latest.filter(Boolean).length
+  const consecutive = latest.slice(0, STATUS_RULES.consecutiveFailures)
+  if (consecutive.length === STATUS_RULES.consecutiveFailures && consecutive.every(Boolean)) return 'failing'
+  if (
+    latest.length >= STATUS_RULES.minRecentForRate &&
+    failures > latest.length * STATUS_RULES.failingBelow
+  ) {
+    return 'failing'
+  }
+  if ((input.successRate ?? 1) < STATUS_RULES.degradedBelow || latest[0] === true) return 'degraded'
+  return 'healthy'
+}
+
+export const deliveryLogsService = perContext((ctx: AppContext) => new DeliveryLogsService(ctx))
