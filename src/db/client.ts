@@ -1,7 +1,5 @@
 import { mkdirSync } from 'node:fs'
-import { PGlite } from '@electric-sql/pglite'
 import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core'
-import { drizzle as drizzlePglite } from 'drizzle-orm/pglite'
 import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js'
 import postgres from 'postgres'
 import type { Config } from '../config'
@@ -85,6 +83,12 @@ function openPostgres(url: string, poolSize: number): DatabaseHandle {
 }
 
 async function openPglite(dataDir: string | undefined): Promise<DatabaseHandle> {
+  // Loaded only on the embedded path: the WASM build costs start-up time and memory that a
+  // replica on PostgreSQL has no use for.
+  const [{ PGlite }, { drizzle: drizzlePglite }] = await Promise.all([
+    import('@electric-sql/pglite'),
+    import('drizzle-orm/pglite'),
+  ])
   if (dataDir) mkdirSync(dataDir, { recursive: true })
   const client = dataDir ? new PGlite(dataDir) : new PGlite()
   await client.waitReady

@@ -1,6 +1,5 @@
 import { fileURLToPath } from 'node:url'
 import { sql } from 'drizzle-orm'
-import { migrate as migratePglite } from 'drizzle-orm/pglite/migrator'
 import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js'
 import { migrate as migratePostgres } from 'drizzle-orm/postgres-js/migrator'
 import postgres from 'postgres'
@@ -21,6 +20,7 @@ const MIGRATION_LOCK_ID = 7_364_521_001
 export async function runMigrations(config: Config, handle: DatabaseHandle, logger: Logger): Promise<void> {
   const started = performance.now()
   if (handle.engine === 'pglite' || !config.databaseUrl) {
+    const { migrate: migratePglite } = await import('drizzle-orm/pglite/migrator')
     await migratePglite(handle.db as never, { migrationsFolder: MIGRATIONS_FOLDER })
   } else {
     const client = postgres(config.databaseUrl, { max: 1, onnotice: () => {}, connect_timeout: 5 })
