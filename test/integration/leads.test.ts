@@ -2,6 +2,7 @@ import { beforeAll, describe, expect, test } from 'bun:test'
 import { eq } from 'drizzle-orm'
 import { leads } from '../../src/db/schema'
 import { FakeClock } from '../../src/lib/clock'
+import { runCommonRouteTests } from '../helpers/common-route-tests'
 import {
   createLead,
   createPat,
@@ -431,3 +432,26 @@ describe('permissions', () => {
     }
   })
 })
+
+// 401 (missing, malformed, unknown credentials) and 403 (permission) on every route, on a real lead.
+// No plan feature: leads are readable and editable on every plan.
+type RouteFixture = Parameters<Parameters<typeof runCommonRouteTests>[0]['path']>[0]
+const leadPath = async (fixture: RouteFixture) =>
+  `${BASE}/${(await createLead(fixture.ctx, fixture.organizationId)).id}`
+const protectedRoutes: Array<
+  [string, string, (fixture: RouteFixture) => string | Promise<string>, unknown, string]
+> = [
+  ['GET', BASE, () => BASE, undefined, 'leads.read'],
+  ['GET', `${BASE}/{id}`, leadPath, undefined, 'leads.read'],
+  ['PATCH', `${BASE}/{id}`, leadPath, { status: 'x' }, 'leads.write'],
+  ['DELETE', `${BASE}/{id}`, leadPath, undefined, 'leads.delete'],
+]
+for (const [method, name, path, body, permission] of protectedRoutes) {
+  runCommonRouteTests({
+    name: `${method} ${name}`,
+    method,
+    path,
+    body,
+    permission: permission as 'leads.read' | 'leads.write' | 'leads.delete',
+  })
+}
