@@ -3,8 +3,9 @@ import { type Config, ConfigError, loadConfig } from './config'
 import { createContext } from './context'
 import { runMigrations } from './db/migrate'
 import { startDeliveryLogMaintenance } from './modules/delivery-logs/jobs'
+import { type BuiltTracker, buildTracker } from './tracker'
 
-/** Start-up only: config → context → migrations → listen → signals. */
+/** Start-up only: config → context → migrations → tracker build → listen → signals. */
 const startedAt = performance.now()
 
 let config: Config
@@ -33,10 +34,22 @@ try {
   process.exit(1)
 }
 
+// Built before listening: a page must never get a broken or missing tracker.js from a replica
+// that looks ready.
+let tracker: BuiltTracker
+try {
+  tracker = await buildTracker()
+  logger.info('tracker.js built', { raw_bytes: tracker.rawBytes, gzip_bytes: tracker.gzipBytes })
+} catch (error) {
+  logger.error('tracker.js build failed: start-up stopped', { error })
+  await ctx.close()
+  process.exit(1)
+}
+
 // Health roll-up and log retention: timers stopped by ctx.close() on shutdown.
 startDeliveryLogMaintenance(ctx)
 
-const app = createApp(ctx).listen({
+const app = createApp(ctx, { tracker }).listen({
   port: config.port,
   hostname: config.host,
   // The inbound route enforces its own 100 KB limit while reading; this only caps everything else.

@@ -1,0 +1,80 @@
+import { Elysia, t } from 'elysia'
+import type { AppContext } from '../context'
+import { perContext } from '../lib/memo'
+import { type BuiltTracker, buildTracker, TRACKER_GZIP_BUDGET_BYTES } from './build'
+import { TRACKER_CACHE_CONTROL, trackerResponse } from './serve'
+
+export type { BuiltTracker } from './build'
+export { buildTracker, TrackerBuildError } from './build'
+
+/**
+ * For apps created without a prebuilt script (tests, tools): built on the first request, once per
+ * context. A failed build is not remembered, so the next request tries again.
+ */
+const lazyTracker = perContext((_ctx: AppContext) => {
+  let pending: Promise<BuiltTracker> | undefined
+  return () => {
+    pending ??= buildTracker().catch((error) => {
+      pending = undefined
+      throw error
+    })
+    return pending
+  }
+})
+
+const TrackerHeaders = t.Object({
+  'if-none-match': t.Optional(t.String({ description: 'ETag of a cached copy: 304 when it is current' })),
+  'accept-encoding': t.Optional(t.String({ description: 'gzip is served when accepted' })),
+})
+
+const SCRIPT_HEADERS = {
+  ETag: { schema: { type: 'string' }, description: 'validator for If-None-Match (`-gzip` for gzip)' },
+  'Cache-Control': { schema: { type: 'string', example: TRACKER_CACHE_CONTROL } },
+  'Access-Control-Allow-Origin': { schema: { type: 'string', example: '*' } },
+}
+
+/**
+ * `GET /api/webhook/tracker.js`: the website script, public and cacheable. Served from memory; no
+ * auth and nothing secret in it (the webhook URL comes from the page's own script tag).
+ */
+export function trackerModule(ctx: AppContext, tracker?: BuiltTracker) {
+  const load = tracker ? () => tracker : lazyTracker(ctx)
+  return new Elysia({ name: 'tracker' }).get(
+    '/api/webhook/tracker.js',
+    async ({ headers }) =>
+      trackerResponse(await load(), {
+        ifNoneMatch: headers['if-none-match'],
+        acceptEncoding: headers['accept-encoding'],
+      }),
+    {
+      headers: TrackerHeaders,
+      response: {
+        200: t.String({ description: 'The script (application/javascript)' }),
+        304: t.Void({ description: 'Not modified: the cached copy is current' }),
+      },
+      detail: {
+        tags: ['Tracker'],
+        summary: 'The website tracking script',
+        description: [
+          'Public, no authentication. Embed with',
+          '`<script async src="{base}/api/webhook/tracker.js" data-webhook-url="{webhook_url}"></script>`.',
+          'It keeps first- and last-touch attribution (utm_*, gclid, fbclid, msclkid, referrer, landing page) in',
+          'localStorage (nothing with Do Not Track or Global Privacy Control), posts forms marked',
+          '`data-lead-capture` (every form with an e-mail or tel input with `data-forms="auto"`) to the webhook',
+          'URL as JSON with `_elapsed_ms`, `page_url` and `attribution`, never sends password or card fields and',
+          "never blocks the page's own submit. `window.LeadCapture.submit(data)` sends a lead by hand.",
+          '`data-debug` logs to the console. ETag / If-None-Match (304), `Cache-Control: public, max-age=3600`,',
+          `CORS \`*\`, gzip when accepted; at most ${TRACKER_GZIP_BUDGET_BYTES} bytes gzipped.`,
+        ].join(' '),
+        responses: {
+          200: {
+            description: 'The script',
+            headers: SCRIPT_HEADERS,
+            content: { 'application/javascript': { schema: { type: 'string' } } },
+          },
+          304: { description: 'Not modified', headers: SCRIPT_HEADERS },
+        } as never,
+      },
+    },
+  )
+}
