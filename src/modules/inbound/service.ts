@@ -28,6 +28,8 @@ export interface InboundCall {
   request: Request
   /** Response headers to fill (CORS, rate limit); sent on errors too. */
   headers: Record<string, unknown>
+  /** SHA-256 of the key, computed once by resolveSource for the cache and the limiter. */
+  keyDigest?: string
 }
 
 const FOREIGN_KEY_VIOLATION = '23503'
@@ -81,7 +83,7 @@ export class InboundService {
     }
 
     try {
-      await enforceRateLimit(this.ctx, request, headers, [platformRule(this.ctx), keyRule(call.apiKey)])
+      await enforceRateLimit(this.ctx, request, headers, [platformRule(this.ctx), keyRule(call.keyDigest!)])
     } catch (error) {
       if (error instanceof AppError && error.status === 429) {
         this.rejections.add(facts({ httpStatus: 429, reason: 'rate_limited' }))
@@ -190,7 +192,7 @@ export class InboundService {
     const source = await this.resolveSource(call, clientIp)
     await enforceRateLimit(this.ctx, call.request, call.headers, [
       platformRule(this.ctx),
-      keyRule(call.apiKey),
+      keyRule(call.keyDigest!),
     ])
     const origin = call.request.headers.get('origin')
     const host = requestHost(call.request)
@@ -233,7 +235,7 @@ export class InboundService {
     const source = await this.resolveSource(call, this.registry.get(call.request).clientIp)
     await enforceRateLimit(this.ctx, call.request, call.headers, [
       platformRule(this.ctx),
-      keyRule(call.apiKey),
+      keyRule(call.keyDigest!),
     ])
     return source
   }
@@ -244,7 +246,8 @@ export class InboundService {
    */
   async resolveSource(call: InboundCall, clientIp: string): Promise<CachedSource> {
     const wellFormed = isWellFormedSecret('source_key', call.apiKey)
-    const source = wellFormed ? await sourceCache(this.ctx).findByKeyDigest(digestSecret(call.apiKey)) : null
+    if (wellFormed) call.keyDigest = digestSecret(call.apiKey)
+    const source = call.keyDigest ? await sourceCache(this.ctx).findByKeyDigest(call.keyDigest) : null
     if (source) Object.assign(call.headers, corsHeaders(source, call.request.headers.get('origin')))
     else Object.assign(call.headers, corsHeaders(null, call.request.headers.get('origin')))
     if (source?.enabled) return source
@@ -276,10 +279,11 @@ export class InboundService {
   }
 }
 
-export function keyRule(apiKey: string): RateLimitRule {
+/** The per-key bucket, keyed by the key's digest so the key itself never reaches Redis. */
+export function keyRule(keyDigest: string): RateLimitRule {
   return {
     bucket: 'inbound',
-    key: digestSecret(apiKey),
+    key: keyDigest,
     limit: INBOUND_LIMIT_PER_MIN,
     windowMs: WINDOW_MS,
     fixedRetryAfterSeconds: 60,
