@@ -5,6 +5,7 @@ import { deliveryLogsModule } from './modules/delivery-logs'
 import { healthModule } from './modules/health'
 import { inboundModule } from './modules/inbound'
 import { leadsModule } from './modules/leads'
+import { patModule } from './modules/pat'
 import { sourcesModule } from './modules/sources'
 import { errorsPlugin } from './plugins/errors'
 import { openapiPlugin } from './plugins/openapi'
@@ -32,6 +33,7 @@ export function createApp(ctx: AppContext, options: { tracker?: BuiltTracker } =
     .use(sourcesModule(ctx))
     .use(authModule(ctx))
     .use(leadsModule(ctx))
+    .use(patModule(ctx))
 }
 
 export type App = ReturnType<typeof createApp>

@@ -3,6 +3,7 @@ import type { AppContext } from '../../context'
 import { authPlugin } from '../../plugins/auth'
 import { ErrorBody, LoginRequest, MeResponse, RateLimitedBody, SessionResponse, SignupRequest } from './model'
 import { identityService } from './service'
+import { rejectUnknownFields } from './strict-body'
 
 const SIGNUP_EXAMPLE = {
   email: 'ada@example.com',
@@ -20,6 +21,7 @@ export function authModule(ctx: AppContext) {
     .use(authPlugin(ctx))
     .post('/signup', async ({ body, status }) => status(201, await service.signup(body)), {
       body: SignupRequest,
+      transform: rejectUnknownFields(SignupRequest),
       response: {
         201: SessionResponse,
         400: ErrorBody,
@@ -43,6 +45,7 @@ export function authModule(ctx: AppContext) {
     })
     .post('/login', ({ body }) => service.login(body), {
       body: LoginRequest,
+      transform: rejectUnknownFields(LoginRequest),
       response: { 200: SessionResponse, 400: ErrorBody, 401: ErrorBody, 429: RateLimitedBody },
       detail: {
         tags: ['Auth'],

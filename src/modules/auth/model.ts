@@ -1,35 +1,7 @@
 import { t } from 'elysia'
 import { FEATURES, PERMISSIONS, ROLES } from '../../lib/permissions'
 
-/**
- * Schemas of the identity surface (auth, and the shapes PAT and members reuse). Error bodies follow
- * DESIGN §2; they are declared once here so every identity route documents them the same way.
- */
-export const ErrorBody = t.Object(
-  {
-    error: t.String({ description: 'snake_case error code', examples: ['permission_denied'] }),
-    message: t.String({ description: 'human-readable explanation' }),
-    request_id: t.String({ description: 'the X-Request-Id of the request' }),
-    details: t.Optional(
-      t.Array(t.Object({ path: t.String(), message: t.String() }), {
-        description: 'on 400: one entry per offending field, as a JSON pointer',
-      }),
-    ),
-  },
-  {
-    additionalProperties: true,
-    description: 'Error body: `{ error, message, request_id, ...fields of its own }`',
-  },
-)
-
-export const RateLimitedBody = t.Object({
-  error: t.Literal('rate_limited'),
-  message: t.String(),
-  request_id: t.String(),
-  limit: t.Integer(),
-  remaining: t.Integer(),
-  retry_after: t.Integer({ description: 'seconds to wait before retrying' }),
-})
+export { ErrorBody, RateLimitedBody } from '../../lib/schemas'
 
 const PASSWORD_MIN_LENGTH = 8
 // argon2 hashes any length, but an unbounded password is a cheap way to burn CPU.

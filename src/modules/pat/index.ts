@@ -1,0 +1,68 @@
+import { Elysia, t } from 'elysia'
+import type { AppContext } from '../../context'
+import { ErrorBody, managementErrors } from '../../lib/schemas'
+import { authPlugin } from '../../plugins/auth'
+import { rejectUnknownFields } from '../auth/strict-body'
+import { CreatedPat, CreatePatRequest, PatList, PatListQuery, PatParams } from './model'
+import { patService } from './service'
+
+const CREATE_EXAMPLE = { name: 'CRM sync', scopes: ['leads.*'], expires_in_days: 90 }
+
+/**
+ * Personal access tokens (spec §4.8–4.10, DESIGN §4). Management endpoints: `settings.integrations`
+ * and the plan feature `integrations`; creating one needs a session (a PAT cannot mint PATs).
+ */
+export function patModule(ctx: AppContext) {
+  const service = patService(ctx)
+  return new Elysia({ name: 'pat', prefix: '/api/pat' })
+    .use(authPlugin(ctx))
+    .post('/', async ({ principal, body, status }) => status(201, await service.create(principal, body)), {
+      auth: { sessionOnly: true, permission: 'settings.integrations', feature: 'integrations' },
+      body: CreatePatRequest,
+      transform: rejectUnknownFields(CreatePatRequest),
+      response: { 201: CreatedPat, ...managementErrors, 422: ErrorBody },
+      detail: {
+        tags: ['Personal access tokens'],
+        summary: 'Create a personal access token (the value is shown once)',
+        description: [
+          'Only a session may create a token (a PAT gets 403 `session_required`). The token value is returned in',
+          'plain text once; only its SHA-256 digest is stored. `scopes` narrow the user’s permissions (empty: all',
+          'of them); wildcards `leads.*`, `settings.*`, `*`; an unrecognised scope is 422 `unknown_scope` with',
+          '`unknown_scopes`. `expires_in_days` 1–365, absent or null for a token that never expires.',
+          'Send the token as `Authorization: Bearer <token>` or `X-API-Key: <token>`. Limited to 10 per minute per user.',
+        ].join(' '),
+        requestBody: {
+          content: { 'application/json': { schema: CreatePatRequest, example: CREATE_EXAMPLE } },
+        } as never,
+      },
+    })
+    .get('/', ({ principal, query }) => service.list(principal, query), {
+      auth: { permission: 'settings.integrations', feature: 'integrations' },
+      query: PatListQuery,
+      response: { 200: PatList, ...managementErrors },
+      detail: {
+        tags: ['Personal access tokens'],
+        summary: 'List your personal access tokens (masked)',
+        description:
+          'The caller’s own live tokens, newest first, masked as `fl_pat_AbCd…WxYz`, with `last_used_at`, `expires_at` and `status` (`active` or `expired`). Revoked tokens are not listed. Cursor pagination: `limit` (default 50, max 200) and `cursor`.',
+      },
+    })
+    .delete(
+      '/:token_id',
+      async ({ principal, params, status }) => {
+        await service.revoke(principal, params.token_id)
+        return status(204, undefined)
+      },
+      {
+        auth: { permission: 'settings.integrations', feature: 'integrations' },
+        params: PatParams,
+        response: { 204: t.Void(), ...managementErrors, 404: ErrorBody },
+        detail: {
+          tags: ['Personal access tokens'],
+          summary: 'Revoke a personal access token',
+          description:
+            'Immediate on every replica: the next request with the token gets 401. Only your own tokens: another user’s token, an unknown or an already revoked one is 404.',
+        },
+      },
+    )
+}
