@@ -55,7 +55,9 @@ export async function readLimitedBody(request: Request): Promise<{ text: string;
 }
 
 /** The body as a delivery log keeps it: cut at LOGGED_BODY_BYTES. */
-export function bodyForLog(text: string): { body: string; truncated: boolean } {
+export function bodyForLog(raw: string): { body: string; truncated: boolean } {
+  // A NUL byte is valid UTF-8 but PostgreSQL text cannot hold it: the log shows U+FFFD instead.
+  const text = raw.includes('\u0000') ? raw.replaceAll('\u0000', '\uFFFD') : raw
   if (text.length <= LOGGED_BODY_BYTES / 4 || Buffer.byteLength(text) <= LOGGED_BODY_BYTES) {
     return { body: text, truncated: false }
   }

@@ -67,12 +67,14 @@ export function normalizeLead(
   const signals: Record<string, unknown> = {}
   let attribution: Record<string, unknown> = {}
 
+  unstorableText(body, '', details)
+
   const assign = (target: string, value: unknown, path: string) => {
     if (target.startsWith('custom.')) {
-      customFields[target.slice('custom.'.length)] = value
+      setOwn(customFields, target.slice('custom.'.length), value)
       return
     }
-    if (!(target in LEAD_FIELDS)) return
+    if (!Object.hasOwn(LEAD_FIELDS, target)) return
     if (value === null || value === undefined) return
     if (typeof value !== 'string') {
       details.push({
@@ -92,10 +94,11 @@ export function normalizeLead(
 
   for (const [name, value] of Object.entries(body)) {
     const path = `/${name.replaceAll('~', '~0').replaceAll('/', '~1')}`
-    const mapped = source.fieldMapping[name]
-    if (mapped) assign(mapped, value, path)
-    else if (name in LEAD_FIELDS) assign(name, value, path)
-    else if (name.startsWith('_')) signals[name] = value
+    // Own properties only: a field named `toString` or `__proto__` is data, not a prototype member.
+    const mapped = Object.hasOwn(source.fieldMapping, name) ? source.fieldMapping[name] : undefined
+    if (typeof mapped === 'string' && mapped) assign(mapped, value, path)
+    else if (Object.hasOwn(LEAD_FIELDS, name)) assign(name, value, path)
+    else if (name.startsWith('_')) setOwn(signals, name, value)
     else if (name === 'attribution') {
       if (value === null || value === undefined) continue
       if (!isPlainObject(value)) details.push({ path, message: 'must be an object' })
@@ -103,7 +106,7 @@ export function normalizeLead(
     } else if (name === 'page_url') {
       if (typeof value === 'string') attribution.page_url = value.slice(0, 2048)
       else if (value !== null && value !== undefined) details.push({ path, message: 'must be a string' })
-    } else if (!TRACKER_FIELDS.has(name)) customFields[name] = value
+    } else if (!TRACKER_FIELDS.has(name)) setOwn(customFields, name, value)
   }
 
   const customKeys = Object.keys(customFields)
@@ -149,4 +152,39 @@ export function normalizeLead(
       signals,
     },
   }
+}
+
+/** `object[key] = value` as an own property, even for `__proto__`. */
+function setOwn(object: Record<string, unknown>, key: string, value: unknown): void {
+  Object.defineProperty(object, key, { value, enumerable: true, writable: true, configurable: true })
+}
+
+/**
+ * PostgreSQL stores neither NUL characters (text, jsonb) nor lone UTF-16 surrogates (jsonb), both of
+ * which a JSON body can carry as `\u0000` / `\ud800` escapes: such a body is a 400, not a failed
+ * insert. Reports the first offending string or key.
+ */
+function unstorableText(value: unknown, path: string, details: ValidationDetail[], depth = 0): boolean {
+  const bad = (text: string) => text.includes('\u0000') || !text.isWellFormed()
+  if (typeof value === 'string') {
+    if (!bad(value)) return false
+    details.push({
+      path: path || '/',
+      message: 'must not contain NUL (\\u0000) or unpaired surrogate (\\ud800-\\udfff) characters',
+    })
+    return true
+  }
+  if (typeof value !== 'object' || value === null || depth > 64) return false
+  for (const [key, item] of Object.entries(value)) {
+    const itemPath = `${path}/${key.replaceAll('~', '~0').replaceAll('/', '~1')}`
+    if (bad(key)) {
+      details.push({
+        path: itemPath,
+        message: 'field names must not contain NUL or unpaired surrogate characters',
+      })
+      return true
+    }
+    if (unstorableText(item, itemPath, details, depth + 1)) return true
+  }
+  return false
 }
