@@ -22,6 +22,8 @@ export function errorsPlugin(ctx: AppContext) {
     else if (code === 'VALIDATION') {
       const details = validationDetails(error as unknown as ValidationLike)
       appError = errors.validation('the request does not match the schema', details)
+    } else if (isValidationMessageFailure(error)) {
+      appError = errors.validation('the request does not match the schema')
     } else if (code === 'NOT_FOUND') appError = errors.notFound('route')
     else if (code === 'PARSE') appError = errors.invalidBody('the request body could not be parsed')
     else if (code === 'INVALID_COOKIE_SIGNATURE') appError = errors.validation('invalid cookie')
@@ -63,4 +65,18 @@ function validationDetails(error: ValidationLike): ValidationDetail[] {
     path: entry.path || '/',
     message: entry.summary ?? entry.message ?? 'invalid value',
   }))
+}
+
+/**
+ * Elysia builds a validation error's summary with `${value}`; a body value that is an object with
+ * an own, non-callable `toString` (`{"name": {"toString": "x"}}`) makes that throw a TypeError
+ * ("No default value") instead of the ValidationError. The request was invalid all the same: 400.
+ */
+function isValidationMessageFailure(error: unknown): boolean {
+  return (
+    error instanceof TypeError &&
+    typeof error.stack === 'string' &&
+    /\b(mapValueError|ValidationError)\b/.test(error.stack) &&
+    /elysia[\\/]dist[\\/]error/.test(error.stack)
+  )
 }
