@@ -51,19 +51,3 @@ export const ListQueryFields = {
 export const NextCursor = t.Union([t.String(), t.Null()], {
   description: 'pass as `?cursor=` for the next page; null on the last page',
 })
-
-/** OpenAPI description of the headers every rate-limited response carries (DESIGN §5). */
-export const RATE_LIMIT_HEADERS = {
-  'X-RateLimit-Limit': { schema: { type: 'integer' }, description: 'limit of the most constraining bucket' },
-  'X-RateLimit-Remaining': { schema: { type: 'integer' }, description: 'requests left in the window' },
-  'X-RateLimit-Reset': {
-    schema: { type: 'integer' },
-    description: 'seconds until the sliding window frees a slot',
-  },
-  'X-Request-Id': { schema: { type: 'string' }, description: 'the request id, echoed or generated' },
-}
-
-/** `detail.responses` entry for the success status, so the OpenAPI document lists its headers. */
-export function successResponse(status: number, description: string) {
-  return { [status]: { description, headers: RATE_LIMIT_HEADERS } } as never
-}

@@ -455,3 +455,24 @@ for (const [method, name, path, body, permission] of protectedRoutes) {
     permission: permission as 'leads.read' | 'leads.write' | 'leads.delete',
   })
 }
+
+test('the OpenAPI document describes every leads route with its tag and statuses', async () => {
+  const { app } = await makeTestApp()
+  const spec = await (await app.handle(request('GET', '/swagger/json'))).json()
+  const operations: Array<[string, string, string[]]> = [
+    ['/api/v2/leads', 'get', ['200', '400', '401', '403', '429']],
+    ['/api/v2/leads/{id}', 'get', ['200', '401', '403', '404']],
+    ['/api/v2/leads/{id}', 'patch', ['200', '400', '401', '403', '404', '409']],
+    ['/api/v2/leads/{id}', 'delete', ['204', '401', '403', '404']],
+  ]
+  for (const [path, method, statuses] of operations) {
+    const operation = spec.paths[path]?.[method]
+    expect({ path, method, tags: operation?.tags }).toEqual({ path, method, tags: ['Leads'] })
+    expect(operation.summary.length).toBeGreaterThan(0)
+    for (const status of statuses) expect(operation.responses[status]).toBeDefined()
+  }
+  const query = spec.paths['/api/v2/leads'].get.parameters.map(
+    (parameter: { name: string }) => parameter.name,
+  )
+  expect(query).toEqual(expect.arrayContaining(['limit', 'cursor', 'source_id', 'q', 'created_after']))
+})

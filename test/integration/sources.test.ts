@@ -590,3 +590,28 @@ for (const [method, name, path, body] of protectedRoutes) {
     feature: 'integrations',
   })
 }
+
+test('the OpenAPI document describes every sources route with its tag, summary and error statuses', async () => {
+  const { app } = await makeTestApp()
+  const spec = await (await app.handle(request('GET', '/swagger/json'))).json()
+  const operations: Array<[string, string, string[]]> = [
+    ['/api/webhook/sources', 'get', ['200', '400', '401', '403', '429']],
+    ['/api/webhook/sources', 'post', ['201', '400', '401', '403', '429']],
+    ['/api/webhook/sources/{id}', 'get', ['200', '401', '403', '404']],
+    ['/api/webhook/sources/{id}', 'patch', ['200', '400', '401', '403', '404']],
+    ['/api/webhook/sources/{id}', 'delete', ['204', '401', '403', '404']],
+    ['/api/webhook/sources/{id}/regenerate-key', 'post', ['200', '400', '401', '403', '404', '429']],
+  ]
+  for (const [path, method, statuses] of operations) {
+    const operation = spec.paths[path]?.[method]
+    expect({ path, method, tags: operation?.tags }).toEqual({ path, method, tags: ['Sources'] })
+    expect(operation.summary.length).toBeGreaterThan(0)
+    expect(operation.description).toContain('settings.integrations')
+    expect(operation.security).toEqual([{ bearerAuth: [] }, { apiKeyAuth: [] }])
+    for (const status of statuses) expect(operation.responses[status]).toBeDefined()
+  }
+  const created = spec.paths['/api/webhook/sources'].post.responses['201'].content['application/json'].schema
+  expect(created.required).toEqual(expect.arrayContaining(['api_key', 'webhook_url']))
+  const listed = spec.paths['/api/webhook/sources'].get.responses['200'].content['application/json'].schema
+  expect(Object.keys(listed.properties.data.items.properties)).not.toContain('api_key')
+})

@@ -1,6 +1,6 @@
 import { Elysia, t } from 'elysia'
 import type { AppContext } from '../../context'
-import { ErrorBody, managementErrors, successResponse } from '../../lib/schemas'
+import { ErrorBody, managementErrors } from '../../lib/schemas'
 import { authPlugin } from '../../plugins/auth'
 import { Lead, LeadIdParams, LeadList, LeadListQuery, UpdateLeadBody } from './model'
 import { leadsService } from './service'
@@ -14,7 +14,7 @@ export function leadsModule(ctx: AppContext) {
   const service = leadsService(ctx)
   return new Elysia({ name: 'leads', prefix: '/api/v2/leads' })
     .use(authPlugin(ctx))
-    .get('/', ({ principal, query }) => service.list(principal.organizationId, query), {
+    .get('', ({ principal, query }) => service.list(principal.organizationId, query), {
       auth: { permission: 'leads.read' },
       query: LeadListQuery,
       response: { 200: LeadList, ...managementErrors },
@@ -23,7 +23,6 @@ export function leadsModule(ctx: AppContext) {
         summary: 'List leads',
         description:
           'Newest first, `?limit=` (default 50, max 200) and `?cursor=`. Filters: `source_id`, `q` (e-mail or phone), `created_after`; they combine. Needs `leads.read`.',
-        responses: successResponse(200, 'A page of leads'),
       },
     })
     .get('/:id', ({ principal, params }) => service.get(principal.organizationId, params.id), {
@@ -34,7 +33,6 @@ export function leadsModule(ctx: AppContext) {
         tags,
         summary: 'Get a lead',
         description: 'Needs `leads.read`. ' + accessNote,
-        responses: successResponse(200, 'The lead'),
       },
     })
     .patch(
@@ -51,7 +49,6 @@ export function leadsModule(ctx: AppContext) {
           description:
             "Editable: `first_name`, `last_name`, `email`, `phone_raw`, `status`, `custom_fields` (replaced whole). A new e-mail or phone is validated and its dedup key recomputed (e-mail trimmed and lower-cased; phone in E.164 with the source's default country). An e-mail another lead of the organization already has is a 409 `duplicate_lead`. Needs `leads.write`. " +
             accessNote,
-          responses: successResponse(200, 'The edited lead'),
         },
       },
     )
@@ -64,14 +61,13 @@ export function leadsModule(ctx: AppContext) {
       {
         auth: { permission: 'leads.delete' },
         params: LeadIdParams,
-        response: { 204: t.Void(), ...managementErrors, 404: ErrorBody },
+        response: { 204: t.Void({ description: 'Deleted; no body' }), ...managementErrors, 404: ErrorBody },
         detail: {
           tags,
           summary: 'Delete a lead',
           description:
             'Deletes the lead; delivery-log entries keep its id for the record. Needs `leads.delete`. ' +
             accessNote,
-          responses: successResponse(204, 'Deleted'),
         },
       },
     )

@@ -46,11 +46,14 @@ export const Lead = t.Object(
     created_at: Timestamp,
     updated_at: Timestamp,
   },
-  { examples: [example] },
+  { description: 'A stored lead', examples: [example] },
 )
 export type Lead = typeof Lead.static
 
-export const LeadList = t.Object({ data: t.Array(Lead), next_cursor: NextCursor })
+export const LeadList = t.Object(
+  { data: t.Array(Lead), next_cursor: NextCursor },
+  { description: 'A page of leads, newest first' },
+)
 export type LeadList = typeof LeadList.static
 
 export const LeadListQuery = t.Object({

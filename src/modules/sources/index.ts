@@ -1,6 +1,6 @@
 import { Elysia, t } from 'elysia'
 import type { AppContext } from '../../context'
-import { ErrorBody, managementErrors, successResponse } from '../../lib/schemas'
+import { ErrorBody, managementErrors } from '../../lib/schemas'
 import { authPlugin } from '../../plugins/auth'
 import {
   CreateSourceBody,
@@ -25,7 +25,7 @@ export function sourcesModule(ctx: AppContext) {
   const service = sourcesService(ctx)
   return new Elysia({ name: 'sources', prefix: '/api/webhook/sources' })
     .use(authPlugin(ctx))
-    .get('/', ({ principal, query }) => service.list(principal.organizationId, query), {
+    .get('', ({ principal, query }) => service.list(principal.organizationId, query), {
       auth,
       query: SourceListQuery,
       response: { 200: SourceList, ...managementErrors },
@@ -35,11 +35,10 @@ export function sourcesModule(ctx: AppContext) {
         description:
           'Newest first, `?limit=` (default 50, max 200) and `?cursor=`; `?enabled=true|false` filters. Keys are never listed, only their last 4 characters (`key_hint`). ' +
           accessNote,
-        responses: successResponse(200, 'A page of sources'),
       },
     })
     .post(
-      '/',
+      '',
       async ({ principal, body, status }) =>
         status(201, await service.create(principal.organizationId, body)),
       {
@@ -52,7 +51,6 @@ export function sourcesModule(ctx: AppContext) {
           description:
             'Creates a source with a new key. The response carries `api_key` and `webhook_url` in plain text: this is the only time they are shown (only a SHA-256 digest is stored). Allow list entries and mapping targets are checked one by one; each bad entry is named in `details` of the 400. ' +
             accessNote,
-          responses: successResponse(201, 'The source, with its key and webhook URL (shown once)'),
         },
       },
     )
@@ -64,7 +62,6 @@ export function sourcesModule(ctx: AppContext) {
         tags,
         summary: 'Get a source',
         description: 'The source without its key. ' + accessNote,
-        responses: successResponse(200, 'The source'),
       },
     })
     .patch(
@@ -81,7 +78,6 @@ export function sourcesModule(ctx: AppContext) {
           description:
             'Only the fields sent change; lists and the mapping are replaced whole. `enabled: false` makes the webhook URL answer 404 on every replica within 1 s; `enabled: true` brings it back with the same key. ' +
             accessNote,
-          responses: successResponse(200, 'The updated source'),
         },
       },
     )
@@ -94,14 +90,13 @@ export function sourcesModule(ctx: AppContext) {
       {
         auth,
         params: SourceIdParams,
-        response: { 204: t.Void(), ...managementErrors, 404: ErrorBody },
+        response: { 204: t.Void({ description: 'Deleted; no body' }), ...managementErrors, 404: ErrorBody },
         detail: {
           tags,
           summary: 'Delete a source',
           description:
             'Deletes the source and its delivery logs; its webhook URL stops at once on every replica. Leads it brought in are kept, with `source_id: null`. ' +
             accessNote,
-          responses: successResponse(204, 'Deleted'),
         },
       },
     )
@@ -120,7 +115,6 @@ export function sourcesModule(ctx: AppContext) {
           description:
             'Issues a new key and webhook URL, shown in this response only. The old key stops at once on every replica, or keeps working for `grace_seconds` (0-86400) so forms can be switched over without losing leads. Limited to 10 per minute per user. ' +
             accessNote,
-          responses: successResponse(200, 'The source, with its new key and webhook URL (shown once)'),
         },
       },
     )

@@ -114,7 +114,10 @@ export const SourceWithKey = t.Object(
 )
 export type SourceWithKey = typeof SourceWithKey.static
 
-export const SourceList = t.Object({ data: t.Array(SourceRecord), next_cursor: NextCursor })
+export const SourceList = t.Object(
+  { data: t.Array(SourceRecord), next_cursor: NextCursor },
+  { description: 'A page of sources, newest first' },
+)
 export type SourceList = typeof SourceList.static
 
 export const SourceListQuery = t.Object({
