@@ -1,0 +1,464 @@
+import { existsSync, mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import postgres from 'postgres'
+import { loadConfig } from '../../src/config'
+import { type AppContext, createContext } from '../../src/context'
+import { runMigrations } from '../../src/db/migrate'
+import { createMemoryLogger } from '../../src/lib/logger'
+
+/**
+ * Processes and services for the reliability suites: free loopback ports, replicas of the service
+ * as child processes, a database of their own per test file, a Redis server and a PostgreSQL
+ * cluster the tests can stop and start. Everything started here is registered and torn down by
+ * `cleanupAll()` (call it in afterAll), so a failing test leaves no process or directory behind.
+ */
+
+export const ROOT = join(import.meta.dir, '../..')
+const LOOPBACK = '127.0.0.1'
+
+const cleanups: Array<() => Promise<void> | void> = []
+
+/** Runs every registered cleanup, newest first; never throws. */
+export async function cleanupAll(): Promise<void> {
+  while (cleanups.length > 0) {
+    const task = cleanups.pop()!
+    try {
+      await task()
+    } catch (error) {
+      console.warn('reliability cleanup failed:', error)
+    }
+  }
+}
+
+const handedOut = new Set<number>()
+
+/**
+ * A port nobody listens on right now: bind port 0 on loopback, read it, close. Never the same port
+ * twice in one test process, so replicas started together cannot be given one port.
+ */
+export function freePort(): number {
+  for (;;) {
+    const listener = Bun.listen({
+      hostname: LOOPBACK,
+      port: 0,
+      socket: { data() {} },
+    })
+    const { port } = listener
+    listener.stop(true)
+    if (handedOut.has(port)) continue
+    handedOut.add(port)
+    return port
+  }
+}
+
+export function withTimeout<T>(promise: Promise<T>, milliseconds: number, what: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined
+  return Promise.race([
+    promise,
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new Error(`${what}: no answer within ${milliseconds} ms`)),
+        milliseconds,
+      )
+    }),
+  ]).finally(() => clearTimeout(timer))
+}
+
+// ---------------------------------------------------------------------------------------------
+// A database of its own per test file, on the PostgreSQL of DATABASE_URL.
+
+export interface TestDatabase {
+  url: string
+  name: string
+  /** A postgres.js client on the database, for assertions (max 2 connections). */
+  sql: postgres.Sql
+  drop(): Promise<void>
+}
+
+/** Creates `lead_capture_rel_<random>` next to DATABASE_URL's database; dropped by cleanupAll. */
+export async function createTestDatabase(baseUrl = process.env.DATABASE_URL!): Promise<TestDatabase> {
+  const name = `lead_capture_rel_${crypto.randomUUID().replaceAll('-', '').slice(0, 16)}`
+  const admin = postgres(baseUrl, { max: 1, onnotice: () => {}, connect_timeout: 5 })
+  try {
+    await admin.unsafe(`create database ${name}`)
+  } finally {
+    await admin.end({ timeout: 5 })
+  }
+  const url = new URL(baseUrl)
+  url.pathname = `/${name}`
+  const sql = postgres(url.toString(), { max: 2, onnotice: () => {}, connect_timeout: 5 })
+  let dropped = false
+  const drop = async () => {
+    if (dropped) return
+    dropped = true
+    await sql.end({ timeout: 5 })
+    const dropper = postgres(baseUrl, { max: 1, onnotice: () => {}, connect_timeout: 5 })
+    try {
+      await dropper.unsafe(`drop database if exists ${name} with (force)`)
+    } finally {
+      await dropper.end({ timeout: 5 })
+    }
+  }
+  cleanups.push(drop)
+  return { url: url.toString(), name, sql, drop }
+}
+
+/**
+ * A context on the database (no Redis, silent) with migrations applied, for seeding rows with the
+ * factories of test/helpers. Closed by cleanupAll.
+ */
+export async function seedContext(databaseUrl: string): Promise<AppContext> {
+  const config = loadConfig({ DATABASE_URL: databaseUrl, LOG_LEVEL: 'silent', DATABASE_POOL_SIZE: '2' })
+  const ctx = await createContext(config, { logger: createMemoryLogger('silent') })
+  cleanups.push(() => ctx.close())
+  await runMigrations(config, ctx.database, ctx.logger)
+  return ctx
+}
+
+// ---------------------------------------------------------------------------------------------
+// Replicas of the service.
+
+export interface Replica {
+  url: string
+  port: number
+  process: ReturnType<typeof Bun.spawn>
+  /** The last lines the process wrote (stdout and stderr), for failure messages. */
+  output(): string
+  /** SIGTERM, wait for the exit (SIGKILL after 10 s). */
+  stop(): Promise<number | null>
+  /** SIGKILL, wait for the exit. */
+  kill(): Promise<number | null>
+}
+
+export interface ReplicaOptions {
+  env: Record<string, string | undefined>
+  port?: number
+  /** Wait for /readyz 200 before returning (default true). */
+  waitReady?: boolean
+}
+
+/**
+ * `bun run src/index.ts` on a free loopback port (or the one given), LOG_LEVEL=warn. When the
+ * process dies during start-up on a port chosen here (someone else took it meanwhile), it is
+ * started again on another one.
+ */
+export async function spawnReplica(options: ReplicaOptions): Promise<Replica> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startReplica(options)
+    } catch (error) {
+      if (options.port !== undefined || attempt >= 3 || !(error instanceof ReplicaExitedError)) throw error
+    }
+  }
+}
+
+class ReplicaExitedError extends Error {}
+
+async function startReplica(options: ReplicaOptions): Promise<Replica> {
+  const port = options.port ?? freePort()
+  const env: Record<string, string | undefined> = {
+    ...process.env,
+    DATABASE_URL: undefined,
+    REDIS_URL: undefined,
+    LOG_LEVEL: 'warn',
+    ...options.env,
+    PORT: String(port),
+    HOST: LOOPBACK,
+  }
+  for (const name of Object.keys(env)) if (env[name] === undefined || env[name] === '') delete env[name]
+  const child = Bun.spawn(['bun', 'run', 'src/index.ts'], {
+    cwd: ROOT,
+    env: env as Record<string, string>,
+    stdout: 'pipe',
+    stderr: 'pipe',
+  })
+  // Drain both pipes (a full pipe would block the child) and keep the tail for diagnostics.
+  const tail: string[] = []
+  const drain = async (stream: ReadableStream<Uint8Array>) => {
+    const decoder = new TextDecoder()
+    const reader = stream.getReader()
+    for (;;) {
+      const { done, value } = await reader.read()
+      if (done) return
+      tail.push(decoder.decode(value))
+      if (tail.length > 200) tail.splice(0, tail.length - 200)
+    }
+  }
+  void drain(child.stdout as ReadableStream<Uint8Array>).catch(() => {})
+  void drain(child.stderr as ReadableStream<Uint8Array>).catch(() => {})
+
+  const exitWithin = async (milliseconds: number) => {
+    const code = await Promise.race([child.exited, Bun.sleep(milliseconds).then(() => undefined)])
+    return code
+  }
+  const kill = async () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
+    return (await exitWithin(5000)) ?? null
+  }
+  const stop = async () => {
+    if (child.exitCode !== null || child.signalCode !== null) return child.exitCode
+    child.kill('SIGTERM')
+    const code = await exitWithin(10_000)
+    if (code === undefined) return kill()
+    return code
+  }
+  cleanups.push(async () => {
+    await kill()
+  })
+  const replica: Replica = {
+    url: `http://${LOOPBACK}:${port}`,
+    port,
+    process: child,
+    output: () => tail.join(''),
+    stop,
+    kill,
+  }
+  if (options.waitReady ?? true) {
+    try {
+      await waitForReady(replica.url, 30_000, child)
+      // A /readyz 200 from another process on the same port would look the same: ours must be alive.
+      await Bun.sleep(50)
+      if (child.exitCode !== null) throw new Error(`replica exited with code ${child.exitCode}`)
+    } catch (error) {
+      await kill()
+      const message = `${(error as Error).message}\n--- replica output ---\n${replica.output()}`
+      throw child.exitCode !== null ? new ReplicaExitedError(message) : new Error(message)
+    }
+  }
+  return replica
+}
+
+/** Polls GET /readyz until 200; fails when the deadline passes or the process exits. */
+export async function waitForReady(
+  url: string,
+  timeoutMs = 30_000,
+  child?: { exitCode: number | null },
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const response = await fetch(`${url}/readyz`, { signal: AbortSignal.timeout(2000) }).catch(() => null)
+    if (response?.status === 200) return
+    if (child && child.exitCode !== null) throw new Error(`replica exited with code ${child.exitCode}`)
+    if (Date.now() > deadline) throw new Error(`${url} was not ready within ${timeoutMs} ms`)
+    await Bun.sleep(50)
+  }
+}
+
+/** Polls `check` every 25 ms until it returns true; returns the elapsed milliseconds or throws. */
+export async function waitUntil(check: () => Promise<boolean> | boolean, timeoutMs: number, what: string) {
+  const started = Date.now()
+  for (;;) {
+    if (await check()) return Date.now() - started
+    if (Date.now() - started > timeoutMs) throw new Error(`${what}: not within ${timeoutMs} ms`)
+    await Bun.sleep(25)
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Requests.
+
+export interface Sent {
+  status: number
+  body: Record<string, unknown> | null
+  headers: Headers
+  ms: number
+  /** The request never got an answer (connection refused or reset, or the timeout fired). */
+  failed?: string
+  timedOut?: boolean
+}
+
+/** A POST of a lead to a replica, bounded by `timeoutMs`; never throws. */
+export async function postLead(
+  baseUrl: string,
+  apiKey: string,
+  lead: Record<string, unknown>,
+  timeoutMs = 10_000,
+): Promise<Sent> {
+  const started = performance.now()
+  try {
+    const response = await fetch(`${baseUrl}/api/webhook/lead/${apiKey}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(lead),
+      signal: AbortSignal.timeout(timeoutMs),
+    })
+    const text = await response.text()
+    let body: Record<string, unknown> | null = null
+    try {
+      body = JSON.parse(text)
+    } catch {}
+    return { status: response.status, body, headers: response.headers, ms: performance.now() - started }
+  } catch (error) {
+    const name = (error as Error).name
+    return {
+      status: 0,
+      body: null,
+      headers: new Headers(),
+      ms: performance.now() - started,
+      failed: `${name}: ${(error as Error).message}`,
+      timedOut: name === 'TimeoutError' || name === 'AbortError',
+    }
+  }
+}
+
+/** Runs `tasks` with at most `concurrency` in flight, results in order. */
+export async function pool<T>(tasks: Array<() => Promise<T>>, concurrency: number): Promise<T[]> {
+  const results = new Array<T>(tasks.length)
+  let next = 0
+  const worker = async () => {
+    while (next < tasks.length) {
+      const index = next++
+      results[index] = await tasks[index]!()
+    }
+  }
+  await Promise.all(Array.from({ length: Math.min(concurrency, tasks.length) }, worker))
+  return results
+}
+
+export const uniqueEmail = (label = 'lead') => `${label}-${crypto.randomUUID()}@example.com`
+
+// ---------------------------------------------------------------------------------------------
+// A Redis server of the test's own, to kill and restart.
+
+export interface RedisServer {
+  port: number
+  url: string
+  start(): Promise<void>
+  /** SIGKILL: no goodbye to the clients. */
+  kill(): Promise<void>
+}
+
+export function redisServerAvailable(): boolean {
+  return Bun.which('redis-server') !== null
+}
+
+export function redisServer(port = freePort()): RedisServer {
+  let child: ReturnType<typeof Bun.spawn> | undefined
+  const kill = async () => {
+    if (!child) return
+    const running = child
+    child = undefined
+    running.kill('SIGKILL')
+    await withTimeout(running.exited, 5000, 'redis-server exit')
+  }
+  const server: RedisServer = {
+    port,
+    url: `redis://${LOOPBACK}:${port}`,
+    async start() {
+      if (child) return
+      child = Bun.spawn(
+        [
+          'redis-server',
+          '--port',
+          String(port),
+          '--bind',
+          LOOPBACK,
+          '--save',
+          '',
+          '--appendonly',
+          'no',
+          '--daemonize',
+          'no',
+          '--loglevel',
+          'warning',
+        ],
+        { stdout: 'ignore', stderr: 'ignore' },
+      )
+      const started = child
+      await waitUntil(
+        () => {
+          if (started.exitCode !== null) throw new Error(`redis-server exited with ${started.exitCode}`)
+          const ping = Bun.spawnSync(['redis-cli', '-h', LOOPBACK, '-p', String(port), 'ping'])
+          return ping.stdout.toString().trim() === 'PONG'
+        },
+        10_000,
+        `redis-server on port ${port}`,
+      )
+    },
+    kill,
+  }
+  cleanups.push(kill)
+  return server
+}
+
+// ---------------------------------------------------------------------------------------------
+// A PostgreSQL cluster of the test's own, to stop and start (initdb + pg_ctl as user postgres).
+
+export interface PostgresCluster {
+  port: number
+  url: string
+  start(): Promise<void>
+  stop(mode?: 'immediate' | 'fast'): Promise<void>
+  destroy(): Promise<void>
+}
+
+export function postgresBinDir(): string | null {
+  for (const version of ['17', '16', '15', '14', '13']) {
+    const dir = `/usr/lib/postgresql/${version}/bin`
+    if (existsSync(join(dir, 'initdb')) && existsSync(join(dir, 'pg_ctl'))) return dir
+  }
+  return null
+}
+
+const isRoot = () => process.getuid?.() === 0
+
+/** Runs a PostgreSQL binary, as the `postgres` user when this process is root (initdb refuses root). */
+function runPostgresTool(bin: string, args: string[], timeoutMs: number): void {
+  const command = isRoot() ? ['runuser', '-u', 'postgres', '--', bin, ...args] : [bin, ...args]
+  const result = Bun.spawnSync(command, { stdout: 'pipe', stderr: 'pipe', timeout: timeoutMs })
+  if (result.exitCode !== 0) {
+    throw new Error(
+      `${command.join(' ')} failed (${result.exitCode}): ${result.stderr.toString()}${result.stdout.toString()}`,
+    )
+  }
+}
+
+export async function createPostgresCluster(port = freePort()): Promise<PostgresCluster> {
+  const bin = postgresBinDir()
+  if (!bin) throw new Error('no PostgreSQL binaries under /usr/lib/postgresql/*/bin')
+  const root = mkdtempSync(join(tmpdir(), 'lc-rel-pg-'))
+  const dataDir = join(root, 'data')
+  if (isRoot()) Bun.spawnSync(['chown', 'postgres:postgres', root])
+  let running = false
+  runPostgresTool(
+    join(bin, 'initdb'),
+    ['-D', dataDir, '-A', 'trust', '-U', 'postgres', '--no-sync', '-E', 'UTF8'],
+    60_000,
+  )
+  const pgCtl = (args: string[], timeoutMs = 30_000) =>
+    runPostgresTool(join(bin, 'pg_ctl'), ['-D', dataDir, ...args], timeoutMs)
+  const cluster: PostgresCluster = {
+    port,
+    url: `postgres://postgres@${LOOPBACK}:${port}/postgres`,
+    async start() {
+      // -l: the server's output goes to a file, so pg_ctl returns instead of holding our pipe open.
+      pgCtl([
+        '-o',
+        `-p ${port} -k ${root} -c listen_addresses=${LOOPBACK} -c fsync=off -c max_connections=60`,
+        '-l',
+        join(root, 'server.log'),
+        '-w',
+        '-t',
+        '30',
+        'start',
+      ])
+      running = true
+    },
+    async stop(mode = 'immediate') {
+      pgCtl(['-m', mode, '-w', '-t', '30', 'stop'])
+      running = false
+    },
+    async destroy() {
+      if (running) {
+        try {
+          pgCtl(['-m', 'immediate', '-w', '-t', '30', 'stop'])
+        } catch {}
+        running = false
+      }
+      rmSync(root, { recursive: true, force: true })
+    },
+  }
+  cleanups.push(() => cluster.destroy())
+  return cluster
+}
