@@ -5,6 +5,7 @@ import { deliveryLogsModule } from './modules/delivery-logs'
 import { healthModule } from './modules/health'
 import { inboundModule } from './modules/inbound'
 import { leadsModule } from './modules/leads'
+import { membersModule } from './modules/members'
 import { patModule } from './modules/pat'
 import { sourcesModule } from './modules/sources'
 import { errorsPlugin } from './plugins/errors'
@@ -34,6 +35,7 @@ export function createApp(ctx: AppContext, options: { tracker?: BuiltTracker } =
     .use(authModule(ctx))
     .use(leadsModule(ctx))
     .use(patModule(ctx))
+    .use(membersModule(ctx))
 }
 
 export type App = ReturnType<typeof createApp>
