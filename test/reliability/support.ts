@@ -274,12 +274,13 @@ export async function postLead(
   apiKey: string,
   lead: Record<string, unknown>,
   timeoutMs = 10_000,
+  headers: Record<string, string> = {},
 ): Promise<Sent> {
   const started = performance.now()
   try {
     const response = await fetch(`${baseUrl}/api/webhook/lead/${apiKey}`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json' },
+      headers: { 'content-type': 'application/json', ...headers },
       body: JSON.stringify(lead),
       signal: AbortSignal.timeout(timeoutMs),
     })
