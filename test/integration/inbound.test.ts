@@ -23,6 +23,35 @@ const post = (app: App, apiKey: string, json: unknown, headers: Record<string, s
 
 const email = () => `lead-${crypto.randomUUID()}@example.com`
 
+/** A lead as the inbound pipeline hands it to the repository. */
+function leadWithEmail(address: string) {
+  return {
+    firstName: null,
+    lastName: null,
+    email: address,
+    emailNormalized: address,
+    phoneRaw: null,
+    phoneE164: null,
+    status: null,
+    customFields: {},
+    attribution: {},
+    signals: {},
+  }
+}
+
+function requestFacts() {
+  return {
+    receivedAt: new Date(),
+    clientIp: '127.0.0.1',
+    origin: null,
+    userAgent: null,
+    bodyBytes: 2,
+    body: '{}',
+    bodyTruncated: false,
+    durationMs: 1,
+  }
+}
+
 async function logsOf(ctx: AppContext, sourceId: string) {
   return ctx.db
     .select()
@@ -136,11 +165,9 @@ describe('POST /api/webhook/lead/{api_key}: outcomes', () => {
     expect(rows).toHaveLength(1)
   })
 
-  test('concurrent leads are written in groups: fewer statements than requests, each answered', async () => {
+  test('concurrent leads over HTTP are each answered after commit, all stored', async () => {
     const { app, ctx, organization, apiKey } = await setup()
     const other = await createSource(ctx, organization.id)
-    const { stats } = inboundService(ctx).repository
-    const before = { ...stats }
     const responses = await Promise.all(
       Array.from({ length: 40 }, (_, index) =>
         post(app, index % 2 ? apiKey : other.apiKey, { email: email() }),
@@ -149,34 +176,58 @@ describe('POST /api/webhook/lead/{api_key}: outcomes', () => {
     const bodies = await Promise.all(responses.map((response) => response.json()))
     expect(bodies.every((body) => body.status === 'created')).toBe(true)
     expect(new Set(bodies.map((body) => body.lead_id)).size).toBe(40)
-    const statements = stats.groups - before.groups + (stats.singles - before.singles)
-    expect(stats.groupedLeads - before.groupedLeads).toBeGreaterThan(0)
-    expect(statements).toBeLessThan(40)
-    expect(stats.groupFallbacks).toBe(before.groupFallbacks)
     const stored = await ctx.db.select().from(leads).where(eq(leads.organizationId, organization.id))
-    expect(stored).toHaveLength(40)
+    expect(stored.map((lead) => lead.id).sort()).toEqual(bodies.map((body) => body.lead_id).sort())
+  })
+
+  test('leads queued in the same turn are written by one statement (group commit)', async () => {
+    const { ctx, organization, source } = await setup()
+    const repository = inboundService(ctx).repository
+    const before = { ...repository.stats }
+    const results = await Promise.all(
+      Array.from({ length: 10 }, () => repository.ingest(source, leadWithEmail(email()), requestFacts())),
+    )
+    expect(repository.stats.groups - before.groups).toBe(1)
+    expect(repository.stats.groupedLeads - before.groupedLeads).toBe(10)
+    expect(repository.stats.singles).toBe(before.singles)
+    expect(results.every((result) => result.outcome === 'created')).toBe(true)
+    const stored = await ctx.db.select().from(leads).where(eq(leads.organizationId, organization.id))
+    expect(stored).toHaveLength(10)
+    const logged = await logsOf(ctx, source.id)
+    expect(logged.map((log) => log.leadId).sort()).toEqual(results.map((result) => result.leadId).sort())
   })
 
   test('a group that fails is retried lead by lead: the others are stored, the orphan gets a 404', async () => {
-    const { app, ctx, organization, apiKey } = await setup()
+    const { app, ctx, organization, source, apiKey } = await setup()
     const doomed = await createSource(ctx, organization.id)
     // Warm the cache, then delete the source behind its back: its leads now violate a foreign key.
     expect((await post(app, doomed.apiKey, { email: email() })).status).toBe(200)
     await ctx.database.query('delete from webhook_sources where id = $1', [doomed.source.id])
-    const { stats } = inboundService(ctx).repository
-    const fallbacksBefore = stats.groupFallbacks
-    const responses = await Promise.all(
-      Array.from({ length: 20 }, (_, index) =>
-        post(app, index === 7 ? doomed.apiKey : apiKey, { email: email() }),
+
+    // Leads queued in the same turn form one group; the orphan makes the group fail as a whole.
+    const repository = inboundService(ctx).repository
+    const fallbacksBefore = repository.stats.groupFallbacks
+    const results = await Promise.allSettled(
+      Array.from({ length: 5 }, (_, index) =>
+        repository.ingest(index === 2 ? doomed.source : source, leadWithEmail(email()), requestFacts()),
       ),
     )
-    const statuses = responses.map((response) => response.status)
-    expect(statuses.filter((status) => status === 200)).toHaveLength(19)
-    expect(statuses[7]).toBe(404)
-    expect((await responses[7]!.json()).error).toBe('webhook_not_found')
-    expect(stats.groupFallbacks).toBeGreaterThan(fallbacksBefore)
-    // The key is now unknown for later requests too.
+    expect(repository.stats.groupFallbacks).toBe(fallbacksBefore + 1)
+    expect(results.map((result) => result.status)).toEqual([
+      'fulfilled',
+      'fulfilled',
+      'rejected',
+      'fulfilled',
+      'fulfilled',
+    ])
+    expect((results[2] as PromiseRejectedResult).reason.code).toBe('23503')
+
+    // Through HTTP the orphan is a 404 with the webhook body, and stays one.
+    const response = await post(app, doomed.apiKey, { email: email() })
+    expect(response.status).toBe(404)
+    expect((await response.json()).error).toBe('webhook_not_found')
     expect((await post(app, doomed.apiKey, { email: email() })).status).toBe(404)
+    expect((await post(app, apiKey, { email: email() })).status).toBe(200)
   })
 
   test('error: neither a valid e-mail nor phone → 200 with success false, logged, nothing stored', async () => {
