@@ -434,7 +434,7 @@ describe('tracker.js in Chromium', () => {
        <form id="login" action="/login" method="post" target="sink"><input type="email" name="email"><input type="password" name="pw"><button>Log in</button></form>
        <form id="optout" data-lead-capture="off" action="/optout" method="post" target="sink"><input type="email" name="email"><button>Send</button></form>
        <form id="search" action="/search" method="post" target="sink"><input name="q"><button>Search</button></form>
-       <form id="contact" action="/contact" method="post" target="sink"><input type="tel" name="contact_number"><input name="lead[first_name]"><input type="checkbox" name="topics" value="a" checked><input type="checkbox" name="topics" value="b" checked><button>Call me</button></form>`,
+       <form id="contact" action="/contact" method="post" target="sink"><input type="tel" name="contact_number" autocomplete="off"><input name="lead[first_name]"><input type="checkbox" name="topics" value="a" checked><input type="checkbox" name="topics" value="b" checked><button>Call me</button></form>`,
         { forms: 'auto' },
       )
       const { page, sent } = await newPage()

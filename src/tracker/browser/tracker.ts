@@ -116,8 +116,9 @@ function formEntries(form: HTMLFormElement): Array<[string, unknown, string?]> {
         ? Array.from((element as unknown as HTMLSelectElement).selectedOptions, (option) => option.value)
         : element.value
     // The autocomplete token (`given-name`, `tel`) or the input type names the field when its name
-    // does not: `<input type="email" name="contact">` is still the e-mail.
-    entries.push([name, value, autocomplete.split(' ').pop() || type])
+    // does not: `<input type="email" name="contact" autocomplete="off">` is still the e-mail.
+    const token = autocomplete.split(' ').pop() || ''
+    entries.push([name, value, LEAD_FIELD_OF[normalise(token)] ? token : type])
   }
   return entries
 }
