@@ -1,6 +1,8 @@
 import { beforeAll, describe, expect, test } from 'bun:test'
 import { asc, eq } from 'drizzle-orm'
-import { type CommandIo, sourcesCreate } from '../../src/cli/sources'
+import type { CommandIo } from '../../src/cli/commands'
+import { runCli } from '../../src/cli/index'
+import { sourcesCreate } from '../../src/cli/sources'
 import { webhookSources } from '../../src/db/schema'
 import { digestSecret, isWellFormedSecret } from '../../src/lib/secrets'
 import { sourceCache } from '../../src/modules/sources/source-cache'
@@ -91,7 +93,7 @@ describe('cli: sources create', () => {
     expect(elapsed).toBeLessThan(10_000)
   })
 
-  test('bad arguments exit 2 with usage on stderr; an unknown organization exits 1; stdout stays empty', async () => {
+  test('through the CLI entry: bad arguments exit 2 with usage; an unknown organization exits 1; stdout stays empty', async () => {
     const ctx = await makeTestContext()
     const organization = await createOrganization(ctx)
     const cases: Array<[string[], number, string]> = [
@@ -106,15 +108,26 @@ describe('cli: sources create', () => {
     ]
     for (const [args, expectedCode, message] of cases) {
       const { io, out } = captureIo()
-      const code = await sourcesCreate(ctx, args, io)
+      const code = await runCli(['sources', 'create', ...args], { ctx, io })
       expect({ args, code }).toEqual({ args, code: expectedCode })
       expect(out.stdout).toBe('')
       expect(out.stderr).toContain(message)
+      if (expectedCode === 2) expect(out.stderr).toContain('usage: bun run cli sources create')
     }
     const rows = await ctx.db
       .select()
       .from(webhookSources)
       .where(eq(webhookSources.organizationId, organization.id))
     expect(rows).toHaveLength(0)
+    // And a good invocation through the same entry prints exactly the URLs.
+    const { io, out } = captureIo()
+    expect(
+      await runCli(['sources', 'create', '--org', organization.id, '--name', 'Via CLI', '--count', '3'], {
+        ctx,
+        io,
+      }),
+    ).toBe(0)
+    expect(out.stdout.trimEnd().split('\n')).toHaveLength(3)
+    for (const line of out.stdout.trimEnd().split('\n')) expect(line.startsWith(URL_PREFIX)).toBe(true)
   })
 })
