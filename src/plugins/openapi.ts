@@ -17,7 +17,8 @@ export function openapiPlugin() {
     path: '/swagger',
     specPath: '/swagger/json',
     provider: 'swagger-ui',
-    exclude: { paths: ['/swagger', '/swagger/json'] },
+    // staticFile: false, or paths with a dot (/api/webhook/tracker.js) are left out of the document.
+    exclude: { paths: ['/swagger', '/swagger/json'], staticFile: false },
     documentation: {
       info: {
         title: 'Lead Capture API',

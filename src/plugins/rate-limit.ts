@@ -34,6 +34,12 @@ export function isSelfLimitedPath(path: string): boolean {
   return path === '/healthz' || path === '/readyz' || path.startsWith('/api/webhook/lead/')
 }
 
+/**
+ * tracker.js is loaded by every visitor of every customer site: many visitors share one IP (office
+ * networks, carrier NAT), so a per-IP bucket would cut them off. Only the platform-wide cap applies.
+ */
+const PLATFORM_ONLY_PATHS = new Set(['/api/webhook/tracker.js'])
+
 export function platformRule(ctx: AppContext): RateLimitRule {
   return { bucket: 'platform', key: 'all', limit: ctx.config.platformRateLimitPerMin, windowMs: WINDOW_MS }
 }
@@ -99,6 +105,10 @@ export function rateLimitPlugin(ctx: AppContext) {
   return new Elysia({ name: 'rate-limit' }).onRequest(async ({ request, set }) => {
     const path = pathOf(request)
     if (isSelfLimitedPath(path)) return
+    if (PLATFORM_ONLY_PATHS.has(path)) {
+      await enforceRateLimit(ctx, request, set.headers, [platformRule(ctx)])
+      return
+    }
     const meta = registry.get(request)
     const tighter = TIGHTER_LIMITS.find((rule) => rule.method === request.method && rule.path.test(path))
     let subject = `ip:${meta.clientIp}`

@@ -132,6 +132,20 @@ describe('management rate limit', () => {
   })
 })
 
+describe('tracker.js rate limit', () => {
+  test('visitors behind one IP are not cut off: only the platform-wide cap applies', async () => {
+    const { app } = await makeTestApp()
+    const ip = '198.51.100.77'
+    for (let index = 0; index < 150; index++) {
+      const response = await app.handle(
+        request('GET', '/api/webhook/tracker.js', { headers: { 'x-forwarded-for': ip } }),
+      )
+      expect(response.status).toBe(200)
+      expect(response.headers.get('x-ratelimit-limit')).toBe('600000')
+    }
+  })
+})
+
 describe('redis down', () => {
   test('requests are still served within a second and readiness reports the fallback', async () => {
     const { app, ctx } = await makeTestApp({ env: { REDIS_URL: 'redis://127.0.0.1:1' } })
@@ -178,6 +192,9 @@ describe('openapi', () => {
     expect(document.openapi).toMatch(/^3\./)
     expect(document.info.title).toBe('Lead Capture API')
     expect(document.paths['/readyz']).toBeDefined()
+    // Paths with a dot in them are documented too.
+    expect(document.paths['/api/webhook/tracker.js']?.get).toBeDefined()
+    expect(document.paths['/api/webhook/lead/{api_key}']?.post).toBeDefined()
     expect(document.components.securitySchemes.bearerAuth).toMatchObject({ type: 'http', scheme: 'bearer' })
   })
 })
