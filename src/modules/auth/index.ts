@@ -5,12 +5,6 @@ import { ErrorBody, LoginRequest, MeResponse, RateLimitedBody, SessionResponse, 
 import { identityService } from './service'
 import { rejectUnknownFields } from './strict-body'
 
-const SIGNUP_EXAMPLE = {
-  email: 'ada@example.com',
-  password: 'correct horse battery staple',
-  organization_name: 'Acme Ltd',
-}
-
 /**
  * Sign-up, log-in, log-out and "who am I". Sign-up and log-in are rate-limited per client IP by the
  * global rate-limit plugin (5 and 10 per minute); everything else here needs a credential.
@@ -28,6 +22,7 @@ export function authModule(ctx: AppContext) {
         403: ErrorBody,
         409: ErrorBody,
         429: RateLimitedBody,
+        503: ErrorBody,
       },
       detail: {
         tags: ['Auth'],
@@ -38,28 +33,23 @@ export function authModule(ctx: AppContext) {
           'when the e-mail already has an account; 400 `validation_failed` for a password under 8 characters.',
           'Limited to 5 per minute per client IP.',
         ].join(' '),
-        requestBody: {
-          content: { 'application/json': { schema: SignupRequest, example: SIGNUP_EXAMPLE } },
-        } as never,
       },
     })
     .post('/login', ({ body }) => service.login(body), {
       body: LoginRequest,
       transform: rejectUnknownFields(LoginRequest),
-      response: { 200: SessionResponse, 400: ErrorBody, 401: ErrorBody, 429: RateLimitedBody },
+      response: {
+        200: SessionResponse,
+        400: ErrorBody,
+        401: ErrorBody,
+        429: RateLimitedBody,
+        503: ErrorBody,
+      },
       detail: {
         tags: ['Auth'],
         summary: 'Log in: a new session',
         description:
           'Checks the e-mail and password and opens a session (7 days idle, 30 days at most). 401 `invalid_credentials` for an unknown e-mail or a wrong password alike. Limited to 10 per minute per client IP.',
-        requestBody: {
-          content: {
-            'application/json': {
-              schema: LoginRequest,
-              example: { email: 'ada@example.com', password: 'correct horse battery staple' },
-            },
-          },
-        } as never,
       },
     })
     .post(
@@ -70,7 +60,7 @@ export function authModule(ctx: AppContext) {
       },
       {
         auth: true,
-        response: { 204: t.Void(), 401: ErrorBody, 403: ErrorBody, 429: RateLimitedBody },
+        response: { 204: t.Void(), 401: ErrorBody, 403: ErrorBody, 429: RateLimitedBody, 503: ErrorBody },
         detail: {
           tags: ['Auth'],
           summary: 'Log out: end the presented session',
@@ -81,7 +71,7 @@ export function authModule(ctx: AppContext) {
     )
     .get('/me', ({ principal }) => service.me(principal), {
       auth: true,
-      response: { 200: MeResponse, 401: ErrorBody, 429: RateLimitedBody },
+      response: { 200: MeResponse, 401: ErrorBody, 429: RateLimitedBody, 503: ErrorBody },
       detail: {
         tags: ['Auth'],
         summary: 'The caller: user, organization (plan and features), effective permissions',

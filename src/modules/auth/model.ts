@@ -26,6 +26,21 @@ export const RoleName = t.UnionEnum(ROLES, {
 const PermissionName = t.UnionEnum(PERMISSIONS)
 const FeatureName = t.UnionEnum(FEATURES)
 
+const USER_EXAMPLE = {
+  id: '0198f3a2-7c1e-7b3a-9d2e-1f4a5b6c7d8e',
+  email: 'ada@example.com',
+  role: 'owner',
+  organization_id: '0198f3a2-7c1d-7e21-8a0b-3c4d5e6f7a8b',
+  created_at: '2026-01-01T09:30:00.000Z',
+}
+const ORGANIZATION_EXAMPLE = {
+  id: '0198f3a2-7c1d-7e21-8a0b-3c4d5e6f7a8b',
+  name: 'Acme Ltd',
+  plan: 'pro',
+  features: ['integrations'],
+  created_at: '2026-01-01T09:30:00.000Z',
+}
+
 export const UserBody = t.Object({
   id: t.String({ format: 'uuid' }),
   email: t.String(),
@@ -48,41 +63,74 @@ export const SignupRequest = t.Object(
     password: Password,
     organization_name: t.String({ minLength: 1, maxLength: 200, examples: ['Acme Ltd'] }),
   },
-  { additionalProperties: false },
+  {
+    additionalProperties: false,
+    examples: [
+      { email: 'ada@example.com', password: 'correct horse battery staple', organization_name: 'Acme Ltd' },
+    ],
+  },
 )
 
 export const LoginRequest = t.Object(
   { email: Email, password: t.String({ minLength: 1, maxLength: PASSWORD_MAX_LENGTH }) },
-  { additionalProperties: false },
+  {
+    additionalProperties: false,
+    examples: [{ email: 'ada@example.com', password: 'correct horse battery staple' }],
+  },
 )
 
-export const SessionResponse = t.Object({
-  token: t.String({
-    description: 'the session token (`fl_sess_…`), shown once; send it as `Authorization: Bearer <token>`',
-    examples: ['fl_sess_AbCdEfGhIjKlMnOpQrStUvWxYz012345Ab12Cd'],
-  }),
-  expires_at: t.String({
-    format: 'date-time',
-    description: 'absolute end of the session (30 days); it also ends after 7 days without use',
-  }),
-  idle_timeout_seconds: t.Integer({ description: 'the session ends after this long without use' }),
-  user: UserBody,
-  organization: OrganizationBody,
-})
+export const SessionResponse = t.Object(
+  {
+    token: t.String({
+      description: 'the session token (`fl_sess_…`), shown once; send it as `Authorization: Bearer <token>`',
+      examples: ['fl_sess_AbCdEfGhIjKlMnOpQrStUvWxYz012345Ab12Cd'],
+    }),
+    expires_at: t.String({
+      format: 'date-time',
+      description: 'absolute end of the session (30 days); it also ends after 7 days without use',
+    }),
+    idle_timeout_seconds: t.Integer({ description: 'the session ends after this long without use' }),
+    user: UserBody,
+    organization: OrganizationBody,
+  },
+  {
+    examples: [
+      {
+        token: 'fl_sess_AbCdEfGhIjKlMnOpQrStUvWxYz012345Ab12Cd',
+        expires_at: '2026-01-31T09:30:00.000Z',
+        idle_timeout_seconds: 604800,
+        user: USER_EXAMPLE,
+        organization: ORGANIZATION_EXAMPLE,
+      },
+    ],
+  },
+)
 
-export const MeResponse = t.Object({
-  user: UserBody,
-  organization: OrganizationBody,
-  permissions: t.Array(PermissionName, {
-    description:
-      'effective permissions of this request: the role, narrowed by the PAT scopes when a PAT is used',
-  }),
-  auth: t.Object({
-    kind: t.Union([t.Literal('session'), t.Literal('pat')]),
-    credential_id: t.String({ format: 'uuid', description: 'the session id or the PAT token_id' }),
-    scopes: t.Union([t.Array(t.String()), t.Null()], { description: 'the PAT scopes; null for a session' }),
-  }),
-})
+export const MeResponse = t.Object(
+  {
+    user: UserBody,
+    organization: OrganizationBody,
+    permissions: t.Array(PermissionName, {
+      description:
+        'effective permissions of this request: the role, narrowed by the PAT scopes when a PAT is used',
+    }),
+    auth: t.Object({
+      kind: t.Union([t.Literal('session'), t.Literal('pat')]),
+      credential_id: t.String({ format: 'uuid', description: 'the session id or the PAT token_id' }),
+      scopes: t.Union([t.Array(t.String()), t.Null()], { description: 'the PAT scopes; null for a session' }),
+    }),
+  },
+  {
+    examples: [
+      {
+        user: USER_EXAMPLE,
+        organization: ORGANIZATION_EXAMPLE,
+        permissions: ['leads.read', 'leads.write', 'leads.delete'],
+        auth: { kind: 'pat', credential_id: '0198f3a2-9e0f-7a1b-8c2d-3e4f5a6b7c8d', scopes: ['leads.*'] },
+      },
+    ],
+  },
+)
 
 export type SignupInput = typeof SignupRequest.static
 export type LoginInput = typeof LoginRequest.static

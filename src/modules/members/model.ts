@@ -2,24 +2,44 @@ import { t } from 'elysia'
 import { ListQueryFields, NextCursor } from '../../lib/schemas'
 import { Email, Password, RoleName } from '../auth/model'
 
-export const Member = t.Object({
-  user_id: t.String({ format: 'uuid' }),
-  email: t.String({ examples: ['grace@example.com'] }),
-  role: RoleName,
-  created_at: t.String({ format: 'date-time' }),
-  updated_at: t.String({ format: 'date-time' }),
-})
+const MEMBER_EXAMPLE = {
+  user_id: '0198f3a2-7c1e-7b3a-9d2e-1f4a5b6c7d8e',
+  email: 'grace@example.com',
+  role: 'member',
+  created_at: '2026-01-01T09:30:00.000Z',
+  updated_at: '2026-01-02T11:00:00.000Z',
+}
 
-export const MemberList = t.Object({ data: t.Array(Member), next_cursor: NextCursor })
+export const Member = t.Object(
+  {
+    user_id: t.String({ format: 'uuid' }),
+    email: t.String({ examples: ['grace@example.com'] }),
+    role: RoleName,
+    created_at: t.String({ format: 'date-time' }),
+    updated_at: t.String({ format: 'date-time' }),
+  },
+  { examples: [MEMBER_EXAMPLE] },
+)
+
+export const MemberList = t.Object(
+  { data: t.Array(Member), next_cursor: NextCursor },
+  { examples: [{ data: [MEMBER_EXAMPLE], next_cursor: null }] },
+)
 
 export const MemberListQuery = t.Object(ListQueryFields)
 
 export const AddMemberRequest = t.Object(
   { email: Email, password: Password, role: RoleName },
-  { additionalProperties: false },
+  {
+    additionalProperties: false,
+    examples: [{ email: 'grace@example.com', password: 'a long initial password', role: 'member' }],
+  },
 )
 
-export const ChangeRoleRequest = t.Object({ role: RoleName }, { additionalProperties: false })
+export const ChangeRoleRequest = t.Object(
+  { role: RoleName },
+  { additionalProperties: false, examples: [{ role: 'admin' }] },
+)
 
 export const MemberParams = t.Object({
   user_id: t.String({ format: 'uuid', description: 'the member’s `user_id`' }),

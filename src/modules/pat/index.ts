@@ -6,8 +6,6 @@ import { rejectUnknownFields } from '../auth/strict-body'
 import { CreatedPat, CreatePatRequest, PatList, PatListQuery, PatParams } from './model'
 import { patService } from './service'
 
-const CREATE_EXAMPLE = { name: 'CRM sync', scopes: ['leads.*'], expires_in_days: 90 }
-
 /**
  * Personal access tokens (spec §4.8–4.10, DESIGN §4). Management endpoints: `settings.integrations`
  * and the plan feature `integrations`; creating one needs a session (a PAT cannot mint PATs).
@@ -16,7 +14,7 @@ export function patModule(ctx: AppContext) {
   const service = patService(ctx)
   return new Elysia({ name: 'pat', prefix: '/api/pat' })
     .use(authPlugin(ctx))
-    .post('/', async ({ principal, body, status }) => status(201, await service.create(principal, body)), {
+    .post('', async ({ principal, body, status }) => status(201, await service.create(principal, body)), {
       auth: { sessionOnly: true, permission: 'settings.integrations', feature: 'integrations' },
       body: CreatePatRequest,
       transform: rejectUnknownFields(CreatePatRequest),
@@ -31,12 +29,9 @@ export function patModule(ctx: AppContext) {
           '`unknown_scopes`. `expires_in_days` 1–365, absent or null for a token that never expires.',
           'Send the token as `Authorization: Bearer <token>` or `X-API-Key: <token>`. Limited to 10 per minute per user.',
         ].join(' '),
-        requestBody: {
-          content: { 'application/json': { schema: CreatePatRequest, example: CREATE_EXAMPLE } },
-        } as never,
       },
     })
-    .get('/', ({ principal, query }) => service.list(principal, query), {
+    .get('', ({ principal, query }) => service.list(principal, query), {
       auth: { permission: 'settings.integrations', feature: 'integrations' },
       query: PatListQuery,
       response: { 200: PatList, ...managementErrors },

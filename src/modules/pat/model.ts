@@ -29,7 +29,7 @@ export const CreatePatRequest = t.Object(
       }),
     ),
   },
-  { additionalProperties: false },
+  { additionalProperties: false, examples: [{ name: 'CRM sync', scopes: ['leads.*'], expires_in_days: 90 }] },
 )
 
 const Timestamps = {
@@ -39,16 +39,30 @@ const Timestamps = {
   }),
 }
 
-export const CreatedPat = t.Object({
-  token_id: t.String({ format: 'uuid', description: 'identifies the token; used to revoke it' }),
-  token: t.String({
-    description: 'the token (`fl_pat_…`), in plain text this once only; only its digest is stored',
-    examples: ['fl_pat_AbCdEfGhIjKlMnOpQrStUvWxYz012345Ab12Cd'],
-  }),
-  name: t.String(),
-  scopes: t.Array(t.String()),
-  ...Timestamps,
-})
+export const CreatedPat = t.Object(
+  {
+    token_id: t.String({ format: 'uuid', description: 'identifies the token; used to revoke it' }),
+    token: t.String({
+      description: 'the token (`fl_pat_…`), in plain text this once only; only its digest is stored',
+      examples: ['fl_pat_AbCdEfGhIjKlMnOpQrStUvWxYz012345Ab12Cd'],
+    }),
+    name: t.String(),
+    scopes: t.Array(t.String()),
+    ...Timestamps,
+  },
+  {
+    examples: [
+      {
+        token_id: '0198f3a2-9e0f-7a1b-8c2d-3e4f5a6b7c8d',
+        token: 'fl_pat_AbCdEfGhIjKlMnOpQrStUvWxYz012345Ab12Cd',
+        name: 'CRM sync',
+        scopes: ['leads.*'],
+        created_at: '2026-01-01T09:30:00.000Z',
+        expires_at: '2026-04-01T09:30:00.000Z',
+      },
+    ],
+  },
+)
 
 export const PatSummary = t.Object({
   token_id: t.String({ format: 'uuid' }),
@@ -65,7 +79,28 @@ export const PatSummary = t.Object({
   }),
 })
 
-export const PatList = t.Object({ data: t.Array(PatSummary), next_cursor: NextCursor })
+export const PatList = t.Object(
+  { data: t.Array(PatSummary), next_cursor: NextCursor },
+  {
+    examples: [
+      {
+        data: [
+          {
+            token_id: '0198f3a2-9e0f-7a1b-8c2d-3e4f5a6b7c8d',
+            name: 'CRM sync',
+            masked_token: 'fl_pat_AbCd…12Cd',
+            scopes: ['leads.*'],
+            status: 'active',
+            created_at: '2026-01-01T09:30:00.000Z',
+            expires_at: '2026-04-01T09:30:00.000Z',
+            last_used_at: '2026-01-15T14:02:00.000Z',
+          },
+        ],
+        next_cursor: null,
+      },
+    ],
+  },
+)
 
 export const PatListQuery = t.Object(ListQueryFields)
 
