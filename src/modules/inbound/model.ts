@@ -1,24 +1,8 @@
 import { t } from 'elysia'
+
+export { ErrorBody, RateLimitedBody } from '../../lib/schemas'
+
 import { CUSTOM_FIELDS_MAX_COUNT, LEAD_FIELDS } from './normalize'
-
-export const ErrorBody = t.Object(
-  {
-    error: t.String({ description: 'snake_case error code' }),
-    message: t.String(),
-    request_id: t.String(),
-    details: t.Optional(t.Array(t.Object({ path: t.String(), message: t.String() }))),
-  },
-  { additionalProperties: true },
-)
-
-export const RateLimitedBody = t.Object({
-  error: t.Literal('rate_limited'),
-  message: t.String(),
-  request_id: t.String(),
-  limit: t.Integer(),
-  remaining: t.Integer(),
-  retry_after: t.Integer({ description: 'seconds to wait before retrying (60 on the inbound endpoint)' }),
-})
 
 export const ApiKeyParams = t.Object({
   api_key: t.String({
