@@ -1,21 +1,17 @@
-import { type CountryCode, parsePhoneNumberFromString } from 'libphonenumber-js'
+import {
+  CUSTOM_FIELDS_MAX_COUNT,
+  LEAD_FIELDS,
+  type LeadField,
+  normalizeEmail,
+  normalizePhone,
+} from '../../lib/contact'
 import type { ValidationDetail } from '../../lib/errors'
 
-/** The lead fields of the inbound body (spec §2) plus `full_name`, which is split into the two. */
-export const LEAD_FIELDS = {
-  first_name: { maxLength: 200 },
-  last_name: { maxLength: 200 },
-  full_name: { maxLength: 400 },
-  email: { maxLength: 320 },
-  phone_raw: { maxLength: 50 },
-  status: { maxLength: 50 },
-} as const
-export type LeadField = keyof typeof LEAD_FIELDS
+export { CUSTOM_FIELDS_MAX_COUNT, LEAD_FIELDS }
 
 /** Fields the tracker sends that are not lead data: kept as attribution, never as custom fields. */
 const TRACKER_FIELDS = new Set(['attribution', 'page_url'])
 // Their size needs no cap of its own: the whole body is at most 100 KB.
-export const CUSTOM_FIELDS_MAX_COUNT = 50
 const ATTRIBUTION_MAX_BYTES = 8 * 1024
 const CUSTOM_KEY_PATTERN = /^[A-Za-z0-9_.-]{1,100}$/
 
@@ -33,20 +29,6 @@ export interface NormalizedLead {
   attribution: Record<string, unknown>
   /** Underscore fields (`_gotcha`, `_hp`, `_elapsed_ms`): signals for the spam rules, never stored. */
   signals: Record<string, unknown>
-}
-
-const EMAIL_PATTERN = /^[^\s@"<>(),;:]+@[^\s@"<>(),;:]+\.[^\s@"<>(),;:]{2,}$/
-
-export function normalizeEmail(email: string | null): string | null {
-  if (!email) return null
-  const normalized = email.trim().toLowerCase()
-  return normalized.length <= 254 && EMAIL_PATTERN.test(normalized) ? normalized : null
-}
-
-export function normalizePhone(phone: string | null, defaultCountry: string | null): string | null {
-  if (!phone) return null
-  const parsed = parsePhoneNumberFromString(phone, (defaultCountry ?? undefined) as CountryCode | undefined)
-  return parsed?.isValid() ? parsed.number : null
 }
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {

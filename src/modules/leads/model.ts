@@ -1,6 +1,6 @@
 import { t } from 'elysia'
+import { CUSTOM_FIELDS_MAX_COUNT, LEAD_FIELDS } from '../../lib/contact'
 import { ListQueryFields, NextCursor } from '../../lib/schemas'
-import { CUSTOM_FIELDS_MAX_COUNT, LEAD_FIELDS } from '../inbound/normalize'
 
 // The same bounds as the inbound path, so an edited lead could also have arrived by webhook.
 export { CUSTOM_FIELDS_MAX_COUNT }

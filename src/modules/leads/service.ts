@@ -1,11 +1,11 @@
 import type { AppContext } from '../../context'
+// The dedup keys must be computed exactly as the inbound path computes them, or an edited lead
+// would stop matching (or wrongly match) the next webhook submission.
+import { normalizeEmail, normalizePhone } from '../../lib/contact'
 import { decodeCursor, pageOf } from '../../lib/cursor'
 import { errors, type ValidationDetail } from '../../lib/errors'
 import { isUuid } from '../../lib/ids'
 import { perContext } from '../../lib/memo'
-// The dedup keys must be computed exactly as the inbound path computes them, or an edited lead
-// would stop matching (or wrongly match) the next webhook submission.
-import { normalizeEmail, normalizePhone } from '../inbound/normalize'
 import {
   CUSTOM_FIELD_NAME_PATTERN,
   CUSTOM_FIELDS_MAX_BYTES,
