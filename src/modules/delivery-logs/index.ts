@@ -1,29 +1,14 @@
 import { Elysia } from 'elysia'
 import type { AppContext } from '../../context'
+import { ErrorBody, managementErrors } from '../../lib/schemas'
 import { authPlugin } from '../../plugins/auth'
-import {
-  ErrorBody,
-  LogEntryWithBody,
-  LogPage,
-  LogParams,
-  LogsQuery,
-  RateLimitedBody,
-  SourceHealth,
-  SourceParams,
-} from './model'
+import { LogEntryWithBody, LogPage, LogParams, LogsQuery, SourceHealth, SourceParams } from './model'
 import { deliveryLogsService, HEALTH_STATUS_DESCRIPTION } from './service'
 
 const INTEGRATIONS = { permission: 'settings.integrations', feature: 'integrations' } as const
 
 // Every management route answers these besides its 200.
-const errorResponses = {
-  400: ErrorBody,
-  401: ErrorBody,
-  403: ErrorBody,
-  404: ErrorBody,
-  429: RateLimitedBody,
-  503: ErrorBody,
-}
+const errorResponses = { ...managementErrors, 404: ErrorBody }
 
 const ACCESS =
   'Needs the permission `settings.integrations` and the plan feature `integrations`; another organization’s source is a 404.'

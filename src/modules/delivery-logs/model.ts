@@ -16,25 +16,6 @@ const outcomeUnion = (options: { description?: string } = {}) =>
     options,
   )
 
-export const ErrorBody = t.Object(
-  {
-    error: t.String({ description: 'snake_case error code' }),
-    message: t.String(),
-    request_id: t.String(),
-    details: t.Optional(t.Array(t.Object({ path: t.String(), message: t.String() }))),
-  },
-  { additionalProperties: true },
-)
-
-export const RateLimitedBody = t.Object({
-  error: t.Literal('rate_limited'),
-  message: t.String(),
-  request_id: t.String(),
-  limit: t.Integer(),
-  remaining: t.Integer(),
-  retry_after: t.Integer(),
-})
-
 export const SourceParams = t.Object({
   id: t.String({ format: 'uuid', description: 'The source id' }),
 })

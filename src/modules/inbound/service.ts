@@ -56,27 +56,13 @@ export class InboundService {
     const receivedAt = new Date(this.ctx.clock.now())
     const { request, headers } = call
     const clientIp = this.registry.get(request).clientIp
-    const origin = request.headers.get('origin')
     const source = await this.resolveSource(call, clientIp)
 
-    const facts = (overrides: Partial<DeliveryLogEntry> = {}): DeliveryLogEntry => ({
-      sourceId: source.id,
-      organizationId: source.organizationId,
-      receivedAt,
-      method: request.method,
-      httpStatus: 200,
-      outcome: 'rejected',
-      reason: null,
-      clientIp,
-      origin: origin ?? request.headers.get('referer'),
-      userAgent: request.headers.get('user-agent'),
-      bodyBytes: 0,
-      body: null,
-      bodyTruncated: false,
-      spamReasons: [],
-      durationMs: Math.round((performance.now() - started) * 100) / 100,
-      ...overrides,
-    })
+    const facts = (overrides: Partial<DeliveryLogEntry> = {}): DeliveryLogEntry =>
+      logEntry(source, request, clientIp, receivedAt, {
+        durationMs: Math.round((performance.now() - started) * 100) / 100,
+        ...overrides,
+      })
     const reject = async (error: AppError, overrides: Partial<DeliveryLogEntry> = {}): Promise<never> => {
       await this.repository.insertLog(facts({ httpStatus: error.status, reason: error.code, ...overrides }))
       throw error
@@ -203,23 +189,12 @@ export class InboundService {
         'domain_not_allowed',
         `requests from ${host ?? 'an unknown origin'} are not allowed`,
       )
-      await this.repository.insertLog({
-        sourceId: source.id,
-        organizationId: source.organizationId,
-        receivedAt: new Date(this.ctx.clock.now()),
-        method: 'OPTIONS',
-        httpStatus: 403,
-        outcome: 'rejected',
-        reason: refusal.code,
-        clientIp,
-        origin,
-        userAgent: call.request.headers.get('user-agent'),
-        bodyBytes: 0,
-        body: null,
-        bodyTruncated: false,
-        spamReasons: [],
-        durationMs: 0,
-      })
+      await this.repository.insertLog(
+        logEntry(source, call.request, clientIp, new Date(this.ctx.clock.now()), {
+          httpStatus: 403,
+          reason: refusal.code,
+        }),
+      )
       throw refusal
     }
     return {
@@ -257,23 +232,12 @@ export class InboundService {
     ])
     if (source) {
       // A disabled source is still a real one: its owner sees the refused traffic in the logs.
-      await this.repository.insertLog({
-        sourceId: source.id,
-        organizationId: source.organizationId,
-        receivedAt: new Date(this.ctx.clock.now()),
-        method: call.request.method,
-        httpStatus: 404,
-        outcome: 'rejected',
-        reason: 'source_disabled',
-        clientIp,
-        origin: call.request.headers.get('origin') ?? call.request.headers.get('referer'),
-        userAgent: call.request.headers.get('user-agent'),
-        bodyBytes: 0,
-        body: null,
-        bodyTruncated: false,
-        spamReasons: [],
-        durationMs: 0,
-      })
+      await this.repository.insertLog(
+        logEntry(source, call.request, clientIp, new Date(this.ctx.clock.now()), {
+          httpStatus: 404,
+          reason: 'source_disabled',
+        }),
+      )
     }
     throw new AppError(404, 'webhook_not_found', UNKNOWN_KEY_MESSAGE)
   }
@@ -287,6 +251,34 @@ export function keyRule(keyDigest: string): RateLimitRule {
     limit: INBOUND_LIMIT_PER_MIN,
     windowMs: WINDOW_MS,
     fixedRetryAfterSeconds: 60,
+  }
+}
+
+/** A delivery-log entry for a request to a source; by default a body-less rejection. */
+function logEntry(
+  source: CachedSource,
+  request: Request,
+  clientIp: string,
+  receivedAt: Date,
+  overrides: Partial<DeliveryLogEntry>,
+): DeliveryLogEntry {
+  return {
+    sourceId: source.id,
+    organizationId: source.organizationId,
+    receivedAt,
+    method: request.method,
+    httpStatus: 200,
+    outcome: 'rejected',
+    reason: null,
+    clientIp,
+    origin: request.headers.get('origin') ?? request.headers.get('referer'),
+    userAgent: request.headers.get('user-agent'),
+    bodyBytes: 0,
+    body: null,
+    bodyTruncated: false,
+    spamReasons: [],
+    durationMs: 0,
+    ...overrides,
   }
 }
 
