@@ -222,6 +222,22 @@ describe('GET /api/v2/leads/{id}', () => {
 })
 
 describe('PATCH /api/v2/leads/{id}', () => {
+  test('a misspelt field is a 400 naming it, and nothing changes', async () => {
+    const { app, ctx, token, organization } = await setup()
+    const lead = await createLead(ctx, organization.id, { firstName: 'Ada' })
+    const response = await call(app, token, 'PATCH', `${BASE}/${lead.id}`, { firstname: 'Grace' })
+    expect(response.status).toBe(400)
+    expect(response.headers.get('content-type')).toContain('application/json')
+    const body = await response.json()
+    expect(body).toMatchObject({
+      error: 'validation_failed',
+      request_id: response.headers.get('x-request-id'),
+    })
+    expect(body.details).toEqual([{ path: '/firstname', message: expect.stringContaining('unknown field') }])
+    const after = await (await call(app, token, 'GET', `${BASE}/${lead.id}`)).json()
+    expect(after.first_name).toBe('Ada')
+  })
+
   test('edits the fields sent, recomputes the dedup keys with the source country, bumps updated_at', async () => {
     const clock = new FakeClock()
     const { app, ctx, token, organization } = await setup({ clock })

@@ -322,6 +322,22 @@ describe('GET/PATCH/DELETE /api/webhook/sources/{id}', () => {
     expect(after.ip_allowlist).toEqual([])
   })
 
+  test('a misspelt field is a 400 naming it, not a 200 that changes nothing', async () => {
+    const { app, token } = await setup()
+    const created = await createViaApi(app, token)
+    const response = await call(app, token, 'PATCH', `${BASE}/${created.id}`, { enable: false })
+    expect(response.status).toBe(400)
+    expectJsonHeaders(response)
+    const body = await response.json()
+    expect(body.error).toBe('validation_failed')
+    expect(body.details).toEqual([{ path: '/enable', message: expect.stringContaining('unknown field') }])
+    const after = await (await call(app, token, 'GET', `${BASE}/${created.id}`)).json()
+    expect(after.enabled).toBe(true)
+    const create = await call(app, token, 'POST', BASE, { name: 'x', spamfilter: false })
+    expect(create.status).toBe(400)
+    expect((await create.json()).details[0].path).toBe('/spamfilter')
+  })
+
   test('disabling reaches a second replica through NOTIFY within 1 s; enabling brings the key back', async () => {
     const { app, ctx, token } = await setup()
     const replica = await makeTestApp()

@@ -1,9 +1,9 @@
 import { Elysia, t } from 'elysia'
 import type { AppContext } from '../../context'
+import { rejectUnknownFields } from '../../lib/strict-body'
 import { authPlugin } from '../../plugins/auth'
 import { ErrorBody, LoginRequest, MeResponse, RateLimitedBody, SessionResponse, SignupRequest } from './model'
 import { identityService } from './service'
-import { rejectUnknownFields } from './strict-body'
 
 /**
  * Sign-up, log-in, log-out and "who am I". Sign-up and log-in are rate-limited per client IP by the

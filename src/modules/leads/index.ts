@@ -1,6 +1,7 @@
 import { Elysia, t } from 'elysia'
 import type { AppContext } from '../../context'
 import { ErrorBody, managementErrors } from '../../lib/schemas'
+import { rejectUnknownFields } from '../../lib/strict-body'
 import { authPlugin } from '../../plugins/auth'
 import { Lead, LeadIdParams, LeadList, LeadListQuery, UpdateLeadBody } from './model'
 import { leadsService } from './service'
@@ -42,6 +43,7 @@ export function leadsModule(ctx: AppContext) {
         auth: { permission: 'leads.write' },
         params: LeadIdParams,
         body: UpdateLeadBody,
+        transform: rejectUnknownFields(UpdateLeadBody),
         response: { 200: Lead, ...managementErrors, 404: ErrorBody, 409: ErrorBody },
         detail: {
           tags,

@@ -1,8 +1,8 @@
 import { Elysia, t } from 'elysia'
 import type { AppContext } from '../../context'
 import { ErrorBody, managementErrors } from '../../lib/schemas'
+import { rejectUnknownFields } from '../../lib/strict-body'
 import { authPlugin } from '../../plugins/auth'
-import { rejectUnknownFields } from '../auth/strict-body'
 import { CreatedPat, CreatePatRequest, PatList, PatListQuery, PatParams } from './model'
 import { patService } from './service'
 

@@ -1,6 +1,7 @@
 import { Elysia, t } from 'elysia'
 import type { AppContext } from '../../context'
 import { ErrorBody, managementErrors } from '../../lib/schemas'
+import { rejectUnknownFields } from '../../lib/strict-body'
 import { authPlugin } from '../../plugins/auth'
 import {
   CreateSourceBody,
@@ -44,6 +45,7 @@ export function sourcesModule(ctx: AppContext) {
       {
         auth,
         body: CreateSourceBody,
+        transform: rejectUnknownFields(CreateSourceBody),
         response: { 201: SourceWithKey, ...managementErrors },
         detail: {
           tags,
@@ -71,6 +73,7 @@ export function sourcesModule(ctx: AppContext) {
         auth,
         params: SourceIdParams,
         body: UpdateSourceBody,
+        transform: rejectUnknownFields(UpdateSourceBody),
         response: { 200: SourceRecord, ...managementErrors, 404: ErrorBody },
         detail: {
           tags,
@@ -108,6 +111,7 @@ export function sourcesModule(ctx: AppContext) {
         auth,
         params: SourceIdParams,
         body: RegenerateKeyBody,
+        transform: rejectUnknownFields(RegenerateKeyBody),
         response: { 200: SourceWithKey, ...managementErrors, 404: ErrorBody },
         detail: {
           tags,

@@ -1,11 +1,11 @@
 import type { TObject } from '@sinclair/typebox'
-import { errors } from '../../lib/errors'
+import { errors } from './errors'
 
 /**
  * A `transform` hook that refuses body fields the schema does not name. Elysia's normalisation
- * silently drops unknown fields before validation; on identity routes that turns a typo into a
- * wider grant (`{"scope": ["leads.read"]}` would create a token with all of the user's
- * permissions), so a misspelt field is a 400 naming it instead.
+ * silently drops unknown fields before validation: a typo then does nothing while answering 200
+ * (`{"enable": false}` leaves a source enabled), or worse, widens a grant (`{"scope": [...]}`
+ * would create a token with all of the user's permissions). A misspelt field is a 400 naming it.
  */
 export function rejectUnknownFields(schema: TObject) {
   const known = new Set(Object.keys(schema.properties))
