@@ -85,6 +85,20 @@ describe.each(implementations)('sliding window (%s)', (name, makeLimiter) => {
     expect((await limiter.check([perKey()], clock.now())).allowed).toBe(false)
   })
 
+  test('concurrent checks (sent to Redis together) keep the exact semantics: 60 of 100 pass', async () => {
+    const limiter = await build()
+    const clock = new FakeClock()
+    const results = await Promise.all(
+      Array.from({ length: 100 }, () => limiter.check([perKey()], clock.now())),
+    )
+    expect(results.filter((result) => result.allowed)).toHaveLength(60)
+    // In arrival order: the first 60 pass, each seeing one slot fewer.
+    expect(results.slice(0, 60).map((result) => result.decisive.remaining)).toEqual(
+      Array.from({ length: 60 }, (_, index) => 59 - index),
+    )
+    expect(results.slice(60).every((result) => !result.allowed && result.decisive.remaining === 0)).toBe(true)
+  })
+
   test('refused requests are not counted', async () => {
     const limiter = await build()
     const clock = new FakeClock()

@@ -11,57 +11,71 @@ import {
 } from './types'
 
 /**
- * All buckets of a request are checked and recorded in one Lua call: one round trip, atomic across
- * replicas. Exact buckets are sorted sets of request times; large ones a pair of window counters.
- * Returns { allowed, count_1..count_n, reset_1..reset_n } (counts include this request if allowed).
+ * All buckets of a request are checked and recorded in one Lua call, atomic across replicas.
+ * Exact buckets are sorted sets of request times; large ones a pair of window counters. Checks made
+ * in the same event-loop turn travel together: the script takes several requests and evaluates
+ * them one after another, exactly as separate calls in that order would.
+ * ARGV: request count, then per request: now, member, rule count, then per rule: limit, window, exact.
+ * KEYS: every rule's key, in the same order. Returns per request: allowed, counts…, resets….
  */
 const SLIDING_WINDOW_SCRIPT = `
-local now = tonumber(ARGV[1])
-local member = ARGV[2]
-local n = #KEYS
-local counts, resets = {}, {}
-local allowed = 1
-for i = 1, n do
-  local base = 2 + (i - 1) * 3
-  local limit, window, exact = tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2]), ARGV[base + 3] == '1'
-  local key = KEYS[i]
-  if exact then
-    redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
-    counts[i] = redis.call('ZCARD', key)
-    local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-    if oldest[2] then resets[i] = tonumber(oldest[2]) + window - now else resets[i] = 0 end
-  else
-    local slot = math.floor(now / window)
-    local current = tonumber(redis.call('GET', key .. ':' .. slot) or '0')
-    local previous = tonumber(redis.call('GET', key .. ':' .. (slot - 1)) or '0')
-    local elapsed = now - slot * window
-    counts[i] = math.floor(previous * (window - elapsed) / window) + current
-    resets[i] = window - elapsed
-  end
-  if counts[i] >= limit then allowed = 0 end
-end
-if allowed == 1 then
+local out = {}
+local a = 2
+local k = 1
+for r = 1, tonumber(ARGV[1]) do
+  local now, member, n = tonumber(ARGV[a]), ARGV[a + 1], tonumber(ARGV[a + 2])
+  a = a + 3
+  local counts, resets, limits, windows, exacts, keys = {}, {}, {}, {}, {}, {}
+  local allowed = 1
   for i = 1, n do
-    local base = 2 + (i - 1) * 3
-    local window, exact = tonumber(ARGV[base + 2]), ARGV[base + 3] == '1'
-    local key = KEYS[i]
-    if exact then
-      redis.call('ZADD', key, now, member)
-      redis.call('PEXPIRE', key, window)
-      if resets[i] == 0 then resets[i] = window end
+    limits[i], windows[i], exacts[i] = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), ARGV[a + 2] == '1'
+    a = a + 3
+    keys[i] = KEYS[k]
+    k = k + 1
+    local key, window = keys[i], windows[i]
+    if exacts[i] then
+      redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
+      counts[i] = redis.call('ZCARD', key)
+      local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+      if oldest[2] then resets[i] = tonumber(oldest[2]) + window - now else resets[i] = 0 end
     else
-      local slotKey = key .. ':' .. math.floor(now / window)
-      redis.call('INCR', slotKey)
-      redis.call('PEXPIRE', slotKey, window * 2)
+      local slot = math.floor(now / window)
+      local current = tonumber(redis.call('GET', key .. ':' .. slot) or '0')
+      local previous = tonumber(redis.call('GET', key .. ':' .. (slot - 1)) or '0')
+      local elapsed = now - slot * window
+      counts[i] = math.floor(previous * (window - elapsed) / window) + current
+      resets[i] = window - elapsed
     end
-    counts[i] = counts[i] + 1
+    if counts[i] >= limits[i] then allowed = 0 end
   end
+  if allowed == 1 then
+    for i = 1, n do
+      if exacts[i] then
+        redis.call('ZADD', keys[i], now, member)
+        redis.call('PEXPIRE', keys[i], windows[i])
+        if resets[i] == 0 then resets[i] = windows[i] end
+      else
+        local slotKey = keys[i] .. ':' .. math.floor(now / windows[i])
+        redis.call('INCR', slotKey)
+        redis.call('PEXPIRE', slotKey, windows[i] * 2)
+      end
+      counts[i] = counts[i] + 1
+    end
+  end
+  out[#out + 1] = allowed
+  for i = 1, n do out[#out + 1] = counts[i] end
+  for i = 1, n do out[#out + 1] = resets[i] end
 end
-local out = { allowed }
-for i = 1, n do out[#out + 1] = counts[i] end
-for i = 1, n do out[#out + 1] = resets[i] end
 return out
 `
+
+const MAX_BATCH = 500
+
+interface PendingCheck {
+  rules: RateLimitRule[]
+  now: number
+  resolve(result: RateLimitResult): void
+}
 
 type SlidingWindowCommand = (...args: (string | number)[]) => Promise<number[]>
 
@@ -89,36 +103,66 @@ export class RedisRateLimiter implements RateLimiter {
     })
   }
 
-  async check(rules: RateLimitRule[], now: number): Promise<RateLimitResult> {
-    const args: (string | number)[] = [rules.length]
-    for (const rule of rules) args.push(`${this.keyPrefix}${rule.bucket}:${rule.key}`)
-    args.push(now, `${now}:${this.instanceTag}:${this.sequence++}`)
-    for (const rule of rules) args.push(rule.limit, rule.windowMs, rule.limit <= EXACT_LOG_MAX_LIMIT ? 1 : 0)
+  private pending: PendingCheck[] = []
+  private flushScheduled = false
+
+  check(rules: RateLimitRule[], now: number): Promise<RateLimitResult> {
+    return new Promise((resolve) => {
+      this.pending.push({ rules, now, resolve })
+      if (this.flushScheduled) return
+      this.flushScheduled = true
+      setImmediate(() => void this.flush())
+    })
+  }
+
+  /** One script call for every check queued in this turn: one write, one reply to parse. */
+  private async flush(): Promise<void> {
+    this.flushScheduled = false
+    // Bounded so one script call never holds Redis for long; the rest goes in the next call.
+    const batch = this.pending.splice(0, MAX_BATCH)
+    if (this.pending.length > 0) {
+      this.flushScheduled = true
+      setImmediate(() => void this.flush())
+    }
+    const keys: string[] = []
+    const args: (string | number)[] = [batch.length]
+    for (const { rules, now } of batch) {
+      args.push(now, `${now}:${this.instanceTag}:${this.sequence++}`, rules.length)
+      for (const rule of rules) {
+        keys.push(`${this.keyPrefix}${rule.bucket}:${rule.key}`)
+        args.push(rule.limit, rule.windowMs, rule.limit <= EXACT_LOG_MAX_LIMIT ? 1 : 0)
+      }
+    }
     let reply: number[]
     try {
-      reply = await this.command(...args)
+      reply = await this.command(keys.length, ...keys, ...args)
     } catch (error) {
       // Fail open: a Redis outage must never refuse or hang traffic. Limits keep working per replica.
       if (!this.degraded) {
         this.degraded = true
         this.logger.warn('redis unreachable: rate limits fall back to the in-process limiter', { error })
       }
-      return this.fallback.check(rules, now)
+      for (const { rules, now, resolve } of batch) resolve(this.fallback.checkSync(rules, now))
+      return
     }
     if (this.degraded && this.redis.status === 'ready') this.degraded = false
-    const allowed = reply[0] === 1
-    const buckets: BucketState[] = rules.map((rule, index) => {
-      const count = Number(reply[1 + index])
-      return {
-        bucket: rule.bucket,
-        limit: rule.limit,
-        remaining: Math.max(0, rule.limit - count),
-        resetMs: Math.max(0, Number(reply[1 + rules.length + index])),
-        allowed: allowed || count < rule.limit,
-        fixedRetryAfterSeconds: rule.fixedRetryAfterSeconds,
-      }
-    })
-    return { allowed, decisive: pickDecisive(buckets), buckets }
+    let offset = 0
+    for (const { rules, resolve } of batch) {
+      const allowed = reply[offset] === 1
+      const buckets: BucketState[] = rules.map((rule, index) => {
+        const count = Number(reply[offset + 1 + index])
+        return {
+          bucket: rule.bucket,
+          limit: rule.limit,
+          remaining: Math.max(0, rule.limit - count),
+          resetMs: Math.max(0, Number(reply[offset + 1 + rules.length + index])),
+          allowed: allowed || count < rule.limit,
+          fixedRetryAfterSeconds: rule.fixedRetryAfterSeconds,
+        }
+      })
+      offset += 1 + 2 * rules.length
+      resolve({ allowed, decisive: pickDecisive(buckets), buckets })
+    }
   }
 
   state(): 'up' | 'degraded' {
