@@ -27,8 +27,13 @@ const server = await spawnServer(['bun', 'src/index.ts'], serviceEnv, '/readyz')
 let fixedRate: Awaited<ReturnType<typeof openLoop>>
 let fixedRatePeakRssMb: number
 try {
-  // Warm the process (JIT, pools) before measuring, as a load balancer's slow start would.
-  await openLoop({ rate: 200, seconds: 2, makeRequest: (index) => leadRequest(server.url, index, 'warm') })
+  // Warm the new process before measuring: JIT, pools, and one request per key so every source is
+  // in the cache, as it is on a replica that has been serving for a while.
+  await openLoop({
+    rate: RATE,
+    seconds: keys.length / RATE,
+    makeRequest: (index) => leadRequest(server.url, index, 'warm'),
+  })
   fixedRate = await openLoop({
     rate: RATE,
     seconds: RATE_SECONDS,
