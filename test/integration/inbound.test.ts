@@ -1,7 +1,7 @@
 import { describe, expect, test } from 'bun:test'
 import { and, desc, eq } from 'drizzle-orm'
 import type { AppContext } from '../../src/context'
-import { deliveryLogs, leads } from '../../src/db/schema'
+import { deliveryLogs, leads, webhookSources } from '../../src/db/schema'
 import { FakeClock } from '../../src/lib/clock'
 import { generateSecret } from '../../src/lib/secrets'
 import { inboundService } from '../../src/modules/inbound/service'
@@ -335,6 +335,24 @@ describe('POST /api/webhook/lead/{api_key}: refusals', () => {
     // The disabled source's owner sees the refusal in its log.
     const [log] = await logsOf(ctx, disabled.source.id)
     expect(log).toMatchObject({ httpStatus: 404, outcome: 'rejected', reason: 'source_disabled' })
+  })
+
+  test('last_request_at is recorded off the request path and never moves back', async () => {
+    const clock = new FakeClock(Date.UTC(2026, 5, 1, 12, 0, 0))
+    const { app, ctx, source, apiKey } = await setup({}, { clock })
+    expect((await post(app, apiKey, { email: email() })).status).toBe(200)
+    clock.advance(1500)
+    // A refused request is a request too.
+    expect((await post(app, apiKey, [1])).status).toBe(400)
+    const recorder = inboundService(ctx).lastRequests
+    await recorder.flush()
+    const read = async () =>
+      (await ctx.db.select().from(webhookSources).where(eq(webhookSources.id, source.id)))[0]!.lastRequestAt
+    expect((await read())?.toISOString()).toBe(new Date(clock.now()).toISOString())
+    // Another replica noting an older time does not move it back.
+    recorder.note(source.id, clock.now() - 60_000)
+    await recorder.flush()
+    expect((await read())?.toISOString()).toBe(new Date(clock.now()).toISOString())
   })
 
   test('disabling a source takes effect at once, also when it is cached', async () => {

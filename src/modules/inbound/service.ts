@@ -8,6 +8,7 @@ import { enforceRateLimit, platformRule, WINDOW_MS } from '../../plugins/rate-li
 import { requestRegistry } from '../../plugins/request-context'
 import { type CachedSource, sourceCache } from '../sources/source-cache'
 import { BodyTooLargeError, bodyForLog, isJsonContentType, readLimitedBody } from './body'
+import { LastRequestRecorder } from './last-request'
 import { normalizeLead } from './normalize'
 import { RejectionAggregator } from './rejection-aggregator'
 import { type DeliveryLogEntry, InboundRepository } from './repository'
@@ -43,11 +44,13 @@ const UNKNOWN_KEY_MESSAGE = 'webhook not found: the key is unknown or the source
 export class InboundService {
   readonly repository: InboundRepository
   readonly rejections: RejectionAggregator
+  readonly lastRequests: LastRequestRecorder
   private readonly registry
 
   constructor(private readonly ctx: AppContext) {
     this.repository = new InboundRepository(ctx)
     this.rejections = new RejectionAggregator(ctx, this.repository)
+    this.lastRequests = new LastRequestRecorder(ctx)
     this.registry = requestRegistry(ctx)
   }
 
@@ -57,6 +60,7 @@ export class InboundService {
     const { request, headers } = call
     const clientIp = this.registry.get(request).clientIp
     const source = await this.resolveSource(call, clientIp)
+    this.lastRequests.note(source.id, receivedAt.getTime())
 
     const facts = (overrides: Partial<DeliveryLogEntry> = {}): DeliveryLogEntry =>
       logEntry(source, request, clientIp, receivedAt, {
