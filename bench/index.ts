@@ -27,11 +27,12 @@ const server = await spawnServer(['bun', 'src/index.ts'], serviceEnv, '/readyz')
 let fixedRate: Awaited<ReturnType<typeof openLoop>>
 let fixedRatePeakRssMb: number
 try {
-  // Warm the new process before measuring: JIT, pools, and one request per key so every source is
-  // in the cache, as it is on a replica that has been serving for a while.
+  // Warm the new process before measuring, as a replica that has been serving for a while: JIT,
+  // pools, every source in the cache, and past the first health roll-up (5 s after start), which here
+  // catches up on the logs the short-lived processes of step 1 left behind.
   await openLoop({
     rate: RATE,
-    seconds: keys.length / RATE,
+    seconds: Math.max(keys.length / RATE, 15),
     makeRequest: (index) => leadRequest(server.url, index, 'warm'),
   })
   fixedRate = await openLoop({
