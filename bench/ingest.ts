@@ -143,7 +143,7 @@ export function printIngest(result: Awaited<ReturnType<typeof runIngestBenchmark
   const row = (name: string, figures: IngestFigures) =>
     `${name.padEnd(13)} ${String(round(figures.requestsPerSecond, 0)).padStart(8)} req/s   p50 ${String(round(figures.p50Ms)).padStart(6)} ms   p99 ${String(round(figures.p99Ms)).padStart(6)} ms   peak RSS ${String(figures.peakRssMb).padStart(6)} MB   non-2xx ${figures.non2xx}`
   for (const [name, runs] of Object.entries(result.runs)) {
-    runs.forEach((figures, index) => console.log(row(`${name} #${index + 1}`, figures)))
+    for (const [index, figures] of runs.entries()) console.log(row(`${name} #${index + 1}`, figures))
   }
   console.log(row('service', result.service) + '   (median)')
   console.log(row('reference', result.reference) + '   (median)')
