@@ -25,16 +25,11 @@ export interface DeliveryLogEntry {
   repeatCount?: number
 }
 
-export interface RequestFacts {
-  receivedAt: Date
-  clientIp: string
-  origin: string | null
-  userAgent: string | null
-  bodyBytes: number
-  body: string | null
-  bodyTruncated: boolean
-  durationMs: number
-}
+/** What the lead's delivery-log entry records about the request. */
+export type RequestFacts = Pick<
+  DeliveryLogEntry,
+  'receivedAt' | 'clientIp' | 'origin' | 'userAgent' | 'bodyBytes' | 'body' | 'bodyTruncated' | 'durationMs'
+>
 
 const SINGLE_SQL = `select lead_id, outcome from ingest_lead($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb,
   $13::jsonb, $14, $15, $16, $17, $18, $19, $20, $21)`

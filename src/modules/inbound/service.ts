@@ -11,7 +11,7 @@ import { BodyTooLargeError, bodyForLog, isJsonContentType, readLimitedBody } fro
 import { LastRequestRecorder } from './last-request'
 import { normalizeLead } from './normalize'
 import { RejectionAggregator } from './rejection-aggregator'
-import { type DeliveryLogEntry, InboundRepository } from './repository'
+import { type DeliveryLogEntry, InboundRepository, type IngestResult } from './repository'
 import { spamReasons } from './spam'
 
 /** Spec §8: 60 requests per minute per source key, `Retry-After: 60` when exceeded. */
@@ -155,12 +155,9 @@ export class InboundService {
       }
     }
 
-    let stored: { leadId: string; outcome: 'created' | 'updated' }
+    let stored: IngestResult
     try {
-      stored = await this.repository.ingest(source, lead, {
-        ...facts(withBody),
-        durationMs: Math.round((performance.now() - started) * 100) / 100,
-      })
+      stored = await this.repository.ingest(source, lead, facts(withBody))
     } catch (error) {
       // The source was deleted after this request found it: the key no longer names a webhook.
       if ((error as { code?: unknown }).code === FOREIGN_KEY_VIOLATION) {
