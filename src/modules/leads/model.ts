@@ -110,7 +110,7 @@ export const UpdateLeadBody = t.Object(
   },
   {
     description:
-      'Only the fields sent change. After the change the lead still needs a valid e-mail or phone. Unknown fields are ignored.',
+      'Only the fields sent change. After the change the lead still needs a valid e-mail or phone. A field not listed here is a 400 `validation_failed` naming it.',
     examples: [{ status: 'qualified' }, { email: 'ada@example.org', phone_raw: '+44 20 7946 0000' }],
   },
 )

@@ -142,7 +142,7 @@ export const CreateSourceBody = t.Object(
     spam_filter: t.Optional(t.Boolean({ default: true })),
   },
   {
-    description: 'Unknown fields are ignored.',
+    description: 'A field not listed here is a 400 `validation_failed` naming it.',
     examples: [
       {
         name: 'Website contact form',
@@ -167,7 +167,7 @@ export const UpdateSourceBody = t.Object(
   },
   {
     description:
-      'Only the fields sent change; lists and the mapping are replaced as a whole. Unknown fields are ignored.',
+      'Only the fields sent change; lists and the mapping are replaced as a whole. A field not listed here is a 400 `validation_failed` naming it.',
     examples: [{ enabled: false }, { ip_allowlist: ['203.0.113.0/24'] }],
   },
 )
