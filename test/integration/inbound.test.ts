@@ -197,6 +197,131 @@ describe('POST /api/webhook/lead/{api_key}: outcomes', () => {
     expect(logged.map((log) => log.leadId).sort()).toEqual(results.map((result) => result.leadId).sort())
   })
 
+  test('submissions of one person queued in the same turn go in different groups: 1 created, 1 updated', async () => {
+    const { ctx, organization, source } = await setup()
+    const repository = inboundService(ctx).repository
+    const before = { ...repository.stats }
+    const address = email()
+    const phone = { ...leadWithEmail(email()), phoneRaw: '+44 20 7946 0001', phoneE164: '+442079460001' }
+    const results = await Promise.all([
+      repository.ingest(source, leadWithEmail(address), requestFacts()),
+      repository.ingest(source, leadWithEmail(email()), requestFacts()),
+      repository.ingest(source, { ...leadWithEmail(address), status: 'second' }, requestFacts()),
+      repository.ingest(source, phone, requestFacts()),
+      repository.ingest(source, { ...phone, email: null, emailNormalized: null }, requestFacts()),
+    ])
+    expect(results.map((result) => result.outcome)).toEqual([
+      'created',
+      'created',
+      'updated',
+      'created',
+      'updated',
+    ])
+    expect(results[2]!.leadId).toBe(results[0]!.leadId)
+    expect(results[4]!.leadId).toBe(results[3]!.leadId)
+    // The first group took one submission of each person; the repeats followed in a second group.
+    expect(repository.stats.groups - before.groups).toBe(2)
+    expect(repository.stats.groupedLeads - before.groupedLeads).toBe(5)
+    expect(repository.stats.singles - before.singles).toBe(0)
+    expect(repository.stats.groupFallbacks).toBe(before.groupFallbacks)
+    const stored = await ctx.db.select().from(leads).where(eq(leads.organizationId, organization.id))
+    expect(stored).toHaveLength(3)
+    expect(stored.find((lead) => lead.id === results[0]!.leadId)?.status).toBe('second')
+  })
+
+  test('one group: submissions that reach one lead by e-mail and by phone are both merged into it', async () => {
+    const { ctx, organization, source } = await setup()
+    const repository = inboundService(ctx).repository
+    const address = email()
+    const [first] = await Promise.all([
+      repository.ingest(
+        source,
+        { ...leadWithEmail(address), phoneRaw: '+44 20 7946 0002', phoneE164: '+442079460002' },
+        requestFacts(),
+      ),
+    ])
+    const before = { ...repository.stats }
+    const results = await Promise.all([
+      repository.ingest(
+        source,
+        {
+          ...leadWithEmail(address),
+          firstName: 'Ada',
+          status: 'contacted',
+          customFields: { plan: 'basic', seats: 1 },
+        },
+        requestFacts(),
+      ),
+      repository.ingest(
+        source,
+        {
+          ...leadWithEmail(email()),
+          email: null,
+          emailNormalized: null,
+          phoneRaw: '020 7946 0002',
+          phoneE164: '+442079460002',
+          lastName: 'Lovelace',
+          status: 'won',
+          customFields: { plan: 'pro' },
+          attribution: { utm_source: 'ads' },
+        },
+        requestFacts(),
+      ),
+    ])
+    expect(repository.stats.groups - before.groups).toBe(1)
+    expect(results).toEqual([
+      { leadId: first!.leadId, outcome: 'updated' },
+      { leadId: first!.leadId, outcome: 'updated' },
+    ])
+    const [lead, ...others] = await ctx.db
+      .select()
+      .from(leads)
+      .where(eq(leads.organizationId, organization.id))
+    expect(others).toHaveLength(0)
+    expect(lead).toMatchObject({
+      id: first!.leadId,
+      firstName: 'Ada',
+      lastName: 'Lovelace',
+      emailNormalized: address,
+      phoneE164: '+442079460002',
+      status: 'won',
+      customFields: { plan: 'pro', seats: 1 },
+      attribution: { utm_source: 'ads' },
+    })
+    const logged = await logsOf(ctx, source.id)
+    expect(logged.filter((log) => log.outcome === 'updated').map((log) => log.leadId)).toEqual([
+      first!.leadId,
+      first!.leadId,
+    ])
+  })
+
+  test('ingest_leads refuses a group whose items share a dedup key, and writes nothing', async () => {
+    const { ctx, organization, source } = await setup()
+    const address = email()
+    const item = (idx: number) => ({
+      idx,
+      organization_id: organization.id,
+      source_id: source.id,
+      new_lead_id: crypto.randomUUID(),
+      log_id: crypto.randomUUID(),
+      email: address,
+      email_normalized: address,
+      custom_fields: {},
+      attribution: {},
+      received_at: new Date().toISOString(),
+      client_ip: '127.0.0.1',
+      body_bytes: 2,
+      body_truncated: false,
+      duration_ms: 1,
+    })
+    const refused = await ctx.database
+      .query('select * from ingest_leads($1::jsonb)', [JSON.stringify([item(0), item(1)])])
+      .catch((error: { code?: string; message: string }) => error)
+    expect(refused).toMatchObject({ code: 'LC409', message: 'two items of one group share a dedup key' })
+    expect(await ctx.db.select().from(leads).where(eq(leads.organizationId, organization.id))).toHaveLength(0)
+    expect(await logsOf(ctx, source.id)).toHaveLength(0)
+  })
+
   test('a group that fails is retried lead by lead: the others are stored, the orphan gets a 404', async () => {
     const { app, ctx, organization, source, apiKey } = await setup()
     const doomed = await createSource(ctx, organization.id)

@@ -31,8 +31,10 @@ export const leads = pgTable(
     uniqueIndex('leads_org_email_unique')
       .on(table.organizationId, table.emailNormalized)
       .where(sql`${table.emailNormalized} is not null`),
-    index('leads_org_phone_idx')
-      .on(table.organizationId, table.phoneE164)
+    // Ends in id so "oldest lead with this phone" (ORDER BY id LIMIT 1) is the index's first entry:
+    // no plan can prefer walking (organization_id, id) and filtering on the phone instead.
+    index('leads_org_phone_id_idx')
+      .on(table.organizationId, table.phoneE164, table.id)
       .where(sql`${table.phoneE164} is not null`),
     index('leads_org_created_idx').on(table.organizationId, table.id),
     index('leads_source_idx').on(table.sourceId, table.id),

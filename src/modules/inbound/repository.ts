@@ -31,8 +31,6 @@ export type RequestFacts = Pick<
   'receivedAt' | 'clientIp' | 'origin' | 'userAgent' | 'bodyBytes' | 'body' | 'bodyTruncated' | 'durationMs'
 >
 
-const SINGLE_SQL = `select lead_id, outcome from ingest_lead($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12::jsonb,
-  $13::jsonb, $14, $15, $16, $17, $18, $19, $20, $21)`
 const GROUP_SQL = 'select idx, lead_id, outcome from ingest_leads($1::jsonb)'
 /** Bounds one group's statement (about 1 MB of JSON at most; a group of inbound bodies is small). */
 const MAX_GROUP_SIZE = 200
@@ -162,7 +160,7 @@ export class InboundRepository {
 
   private flush(): void {
     while (this.queue.length > 0 && this.inFlight < this.maxInFlight) {
-      const group = this.queue.splice(0, MAX_GROUP_SIZE)
+      const group = this.takeGroup()
       this.inFlight++
       void this.write(group).finally(() => {
         this.inFlight--
@@ -171,8 +169,34 @@ export class InboundRepository {
     }
   }
 
+  /**
+   * The next group, in arrival order, leaving in the queue any lead that shares a dedup key with
+   * one already taken: one statement looks a whole group up in one snapshot, so two submissions of
+   * the same person must be in different groups (whose locks then order them).
+   */
+  private takeGroup(): Waiting[] {
+    const group: Waiting[] = []
+    const keys = new Set<string>()
+    const left: Waiting[] = []
+    let next = 0
+    for (; next < this.queue.length && group.length < MAX_GROUP_SIZE; next++) {
+      const waiting = this.queue[next]!
+      const { organization_id, email_normalized, phone_e164 } = waiting.item
+      const emailKey = email_normalized === null ? null : `${organization_id}:e:${email_normalized}`
+      const phoneKey = phone_e164 === null ? null : `${organization_id}:p:${phone_e164}`
+      if ((emailKey && keys.has(emailKey)) || (phoneKey && keys.has(phoneKey))) {
+        left.push(waiting)
+        continue
+      }
+      if (emailKey) keys.add(emailKey)
+      if (phoneKey) keys.add(phoneKey)
+      group.push(waiting)
+    }
+    this.queue = next === this.queue.length ? left : left.concat(this.queue.slice(next))
+    return group
+  }
+
   private async write(group: Waiting[]): Promise<void> {
-    if (group.length === 1) return this.writeOne(group[0]!)
     group.forEach((waiting, index) => {
       waiting.item.idx = index
     })
@@ -180,56 +204,24 @@ export class InboundRepository {
     try {
       rows = await this.ctx.database.query(GROUP_SQL, [JSON.stringify(group.map((waiting) => waiting.item))])
     } catch (error) {
-      if (isDatabaseUnavailable(error)) {
+      if (group.length === 1 || isDatabaseUnavailable(error)) {
         for (const waiting of group) waiting.reject(error)
         return
       }
-      // A deadlock with another group, or one item the database refused: nothing of the group was
-      // committed, so each is written on its own and fails, if at all, alone.
+      // A deadlock with another group (two leads updated in crossing order), or one item the
+      // database refused: nothing of the group was committed, so each lead is written on its own and
+      // fails, if at all, alone.
       this.stats.groupFallbacks++
       this.ctx.logger.warn('group write failed; writing its leads one by one', { error, size: group.length })
-      await Promise.all(group.map((waiting) => this.writeOne(waiting)))
+      await Promise.all(group.map((waiting) => this.write([waiting])))
       return
     }
-    this.stats.groups++
-    this.stats.groupedLeads += group.length
-    for (const row of rows) group[row.idx]!.resolve({ leadId: row.lead_id, outcome: row.outcome })
-  }
-
-  private async writeOne({ item, resolve, reject }: Waiting): Promise<void> {
-    this.stats.singles++
-    try {
-      const [row] = await this.ctx.database.query<{ lead_id: string; outcome: IngestResult['outcome'] }>(
-        SINGLE_SQL,
-        [
-          item.organization_id,
-          item.source_id,
-          item.new_lead_id,
-          item.log_id,
-          item.first_name,
-          item.last_name,
-          item.email,
-          item.email_normalized,
-          item.phone_raw,
-          item.phone_e164,
-          item.status,
-          JSON.stringify(item.custom_fields),
-          JSON.stringify(item.attribution),
-          item.received_at,
-          item.client_ip,
-          item.origin,
-          item.user_agent,
-          item.body_bytes,
-          item.body,
-          item.body_truncated,
-          item.duration_ms,
-        ],
-      )
-      if (!row) throw new Error('ingest_lead returned no row')
-      resolve({ leadId: row.lead_id, outcome: row.outcome })
-    } catch (error) {
-      reject(error)
+    if (group.length === 1) this.stats.singles++
+    else {
+      this.stats.groups++
+      this.stats.groupedLeads += group.length
     }
+    for (const row of rows) group[row.idx]!.resolve({ leadId: row.lead_id, outcome: row.outcome })
   }
 
   async insertLog(entry: DeliveryLogEntry): Promise<void> {
