@@ -2,7 +2,9 @@ import { createApp } from './app'
 import { type Config, ConfigError, loadConfig } from './config'
 import { createContext } from './context'
 import { runMigrations } from './db/migrate'
-import { startDeliveryLogMaintenance } from './modules/delivery-logs/jobs'
+import { refreshPlannerStatistics, STATISTICS_CHECK_INTERVAL_MS } from './db/planner-statistics'
+import { startPeriodicJobs } from './lib/periodic'
+import { deliveryLogJobs } from './modules/delivery-logs/jobs'
 import { type BuiltTracker, buildTracker } from './tracker'
 
 /** Start-up only: config → context → migrations → tracker build → listen → signals. */
@@ -46,8 +48,16 @@ try {
   process.exit(1)
 }
 
-// Health roll-up and log retention: timers stopped by ctx.close() on shutdown.
-startDeliveryLogMaintenance(ctx)
+// Health roll-up, log retention and planner statistics: timers stopped by ctx.close() on shutdown.
+startPeriodicJobs(ctx, [
+  ...deliveryLogJobs(ctx),
+  {
+    name: 'planner statistics',
+    firstDelayMs: STATISTICS_CHECK_INTERVAL_MS,
+    intervalMs: STATISTICS_CHECK_INTERVAL_MS,
+    run: () => refreshPlannerStatistics(ctx),
+  },
+])
 
 const app = createApp(ctx, { tracker }).listen({
   port: config.port,

@@ -1,0 +1,47 @@
+import type { AppContext } from '../context'
+
+export interface PeriodicJob {
+  name: string
+  firstDelayMs: number
+  intervalMs: number
+  run(shouldStop: () => boolean): Promise<unknown>
+}
+
+/**
+ * Background jobs of a replica, started by src/index.ts (tests call the jobs directly): each first
+ * runs shortly after start, then every interval. A run never overlaps the previous one; failures
+ * are logged and retried on the next tick. Stopped on shutdown: timers cleared, runs in progress
+ * awaited (a long job checks `shouldStop` between its steps).
+ */
+export function startPeriodicJobs(ctx: AppContext, jobs: PeriodicJob[]): void {
+  let stopped = false
+  const shouldStop = () => stopped
+  const running = new Set<Promise<unknown>>()
+  const timers = jobs.map(({ name, firstDelayMs, intervalMs, run }) => {
+    let busy = false
+    const tick = () => {
+      if (busy || stopped) return
+      busy = true
+      const pending = run(shouldStop)
+        .catch((error) => ctx.logger.warn(`${name} failed; retrying on the next tick`, { error }))
+        .finally(() => {
+          busy = false
+          running.delete(pending)
+        })
+      running.add(pending)
+    }
+    const first = setTimeout(tick, firstDelayMs)
+    const every = setInterval(tick, intervalMs)
+    first.unref?.()
+    every.unref?.()
+    return () => {
+      clearTimeout(first)
+      clearInterval(every)
+    }
+  })
+  ctx.onClose(async () => {
+    stopped = true
+    for (const clear of timers) clear()
+    await Promise.allSettled([...running])
+  })
+}
