@@ -2,7 +2,7 @@ import Redis from 'ioredis'
 import type { Config } from './config'
 import { type Database, type DatabaseHandle, openDatabase } from './db/client'
 import { type Clock, systemClock } from './lib/clock'
-import { createLogger, type Logger } from './lib/logger'
+import { bufferedStdoutSink, createLogger, type Logger } from './lib/logger'
 import { MemoryRateLimiter, type RateLimiter, RedisRateLimiter } from './lib/rate-limit'
 
 /**
@@ -48,7 +48,8 @@ export function createRedis(url: string): Redis {
 }
 
 export async function createContext(config: Config, overrides: ContextOverrides = {}): Promise<AppContext> {
-  const logger = overrides.logger ?? createLogger(config.logLevel)
+  // Batched: one write per event-loop turn, not one per request line (flushed on exit).
+  const logger = overrides.logger ?? createLogger(config.logLevel, bufferedStdoutSink())
   const clock = overrides.clock ?? systemClock
   const closers: Array<() => Promise<void> | void> = []
   const database =
