@@ -99,6 +99,24 @@ describe.each(implementations)('sliding window (%s)', (name, makeLimiter) => {
     expect(results.slice(60).every((result) => !result.allowed && result.decisive.remaining === 0)).toBe(true)
   })
 
+  test('concurrent checks on a window counter keep the exact semantics: 30 of the last 50 pass', async () => {
+    const limiter = await build()
+    // At the start of a window: nothing of a previous one is weighted in.
+    const clock = new FakeClock(Date.UTC(2026, 0, 1, 0, 0, 0))
+    const rule = { bucket: 'platform', key: 'all', limit: 10_030, windowMs: 60_000 }
+    const filled = await Promise.all(Array.from({ length: 10_000 }, () => limiter.check([rule], clock.now())))
+    expect(filled.every((result) => result.allowed)).toBe(true)
+    expect(filled[9_999]!.decisive.remaining).toBe(30)
+    const results = await Promise.all(Array.from({ length: 50 }, () => limiter.check([rule], clock.now())))
+    expect(results.slice(0, 30).map((result) => result.decisive.remaining)).toEqual(
+      Array.from({ length: 30 }, (_, index) => 29 - index),
+    )
+    expect(results.slice(30).every((result) => !result.allowed && result.decisive.remaining === 0)).toBe(true)
+    // Refused requests were not counted: half-way into the next window half of 10,030 still weighs.
+    clock.advance(90_000)
+    expect((await limiter.check([rule], clock.now())).decisive.remaining).toBe(10_030 - 5_015 - 1)
+  })
+
   test('refused requests are not counted', async () => {
     const limiter = await build()
     const clock = new FakeClock()

@@ -22,6 +22,18 @@ const SLIDING_WINDOW_SCRIPT = `
 local out = {}
 local a = 2
 local k = 1
+-- Window counters read once per call and kept here: every request of a batch shares the platform
+-- bucket, so reading and writing it per request would be most of the script's work. Increments are
+-- written once at the end (INCRBY), with the same result as one INCR per allowed request.
+local slots, added, slotWindows = {}, {}, {}
+local function slotCount(slotKey)
+  local value = slots[slotKey]
+  if value == nil then
+    value = tonumber(redis.call('GET', slotKey) or '0')
+    slots[slotKey] = value
+  end
+  return value
+end
 for r = 1, tonumber(ARGV[1]) do
   local now, member, n = tonumber(ARGV[a]), ARGV[a + 1], tonumber(ARGV[a + 2])
   a = a + 3
@@ -40,8 +52,8 @@ for r = 1, tonumber(ARGV[1]) do
       if oldest[2] then resets[i] = tonumber(oldest[2]) + window - now else resets[i] = 0 end
     else
       local slot = math.floor(now / window)
-      local current = tonumber(redis.call('GET', key .. ':' .. slot) or '0')
-      local previous = tonumber(redis.call('GET', key .. ':' .. (slot - 1)) or '0')
+      local current = slotCount(key .. ':' .. slot)
+      local previous = slotCount(key .. ':' .. (slot - 1))
       local elapsed = now - slot * window
       counts[i] = math.floor(previous * (window - elapsed) / window) + current
       resets[i] = window - elapsed
@@ -56,8 +68,9 @@ for r = 1, tonumber(ARGV[1]) do
         if resets[i] == 0 then resets[i] = windows[i] end
       else
         local slotKey = keys[i] .. ':' .. math.floor(now / windows[i])
-        redis.call('INCR', slotKey)
-        redis.call('PEXPIRE', slotKey, windows[i] * 2)
+        slots[slotKey] = slotCount(slotKey) + 1
+        added[slotKey] = (added[slotKey] or 0) + 1
+        slotWindows[slotKey] = windows[i]
       end
       counts[i] = counts[i] + 1
     end
@@ -65,6 +78,10 @@ for r = 1, tonumber(ARGV[1]) do
   out[#out + 1] = allowed
   for i = 1, n do out[#out + 1] = counts[i] end
   for i = 1, n do out[#out + 1] = resets[i] end
+end
+for slotKey, count in pairs(added) do
+  redis.call('INCRBY', slotKey, count)
+  redis.call('PEXPIRE', slotKey, slotWindows[slotKey] * 2)
 end
 return out
 `
