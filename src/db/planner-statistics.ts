@@ -10,11 +10,19 @@ const SIZES_SQL = `SELECT c.relname AS table, c.reltuples::float8 AS reltuples, 
   (pg_relation_size(c.oid) / current_setting('block_size')::int)::int AS pages
 FROM pg_class c WHERE c.oid = ANY($1::regclass[])`
 
-interface TableSize {
+export interface TableSize {
   table: string
+  /** -1 until the table is first analysed or vacuumed */
   reltuples: number
+  /** pages when the statistics were taken */
   relpages: number
+  /** pages now */
   pages: number
+}
+
+/** What the planner knows of each hot table against its real size now. */
+export function hotTableSizes(ctx: AppContext): Promise<TableSize[]> {
+  return ctx.database.query<TableSize>(SIZES_SQL, [`{${HOT_TABLES.join(',')}}`])
 }
 
 /**
@@ -41,7 +49,7 @@ export function needsStatistics(
  * only as `needsStatistics` says. Returns the tables analysed.
  */
 export async function refreshPlannerStatistics(ctx: AppContext): Promise<string[]> {
-  const sizes = await ctx.database.query<TableSize>(SIZES_SQL, [`{${HOT_TABLES.join(',')}}`])
+  const sizes = await hotTableSizes(ctx)
   const autovacuum = ctx.database.engine !== 'pglite'
   const stale = sizes.filter((size) => needsStatistics(size, { autovacuum }))
   for (const { table, pages } of stale) {

@@ -10,6 +10,7 @@ import {
 import { newId } from '../../src/lib/ids'
 import type { Role } from '../../src/lib/permissions'
 import { digestSecret, generateSecret, secretHints } from '../../src/lib/secrets'
+import type { NormalizedLead } from '../../src/modules/inbound/normalize'
 
 /**
  * Rows inserted directly, for tests that need an organization, a signed-in user or a source without
@@ -131,19 +132,7 @@ export async function createSource(
 export async function createLead(
   ctx: AppContext,
   organizationId: string,
-  options: Partial<{
-    sourceId: string | null
-    firstName: string | null
-    lastName: string | null
-    email: string | null
-    emailNormalized: string | null
-    phoneRaw: string | null
-    phoneE164: string | null
-    status: string | null
-    customFields: Record<string, unknown>
-    attribution: Record<string, unknown>
-    createdAt: Date
-  }> = {},
+  options: Partial<Omit<NormalizedLead, 'signals'> & { sourceId: string | null; createdAt: Date }> = {},
 ) {
   const email = options.email === undefined ? `lead-${newId()}@example.com` : options.email
   const createdAt = options.createdAt ?? new Date(ctx.clock.now())

@@ -4,6 +4,7 @@ import { type AppContext, type ContextOverrides, createContext } from '../../src
 import { type DatabaseHandle, openDatabase } from '../../src/db/client'
 import { runMigrations } from '../../src/db/migrate'
 import { createMemoryLogger } from '../../src/lib/logger'
+import { createSignedInUser } from './factories'
 
 /**
  * Tests run on real PostgreSQL and Redis when DATABASE_URL / REDIS_URL are set, on an in-memory
@@ -57,6 +58,20 @@ export async function makeTestApp(options: TestAppOptions = {}) {
 }
 
 export const usingRealServices = Boolean(process.env.DATABASE_URL)
+
+type TestApp = Awaited<ReturnType<typeof makeTestApp>>['app']
+
+/** An app and the signed-in owner of a new organization: the start of every management API test. */
+export async function makeSignedInApp(options: TestAppOptions = {}) {
+  const { app, ctx } = await makeTestApp(options)
+  const { organization, user, token } = await createSignedInUser(ctx)
+  return { app, ctx, organization, user, token }
+}
+
+/** One management API call as the holder of `token` (none: anonymous). */
+export function call(app: TestApp, token: string | undefined, method: string, path: string, json?: unknown) {
+  return app.handle(request(method, path, { token, json }))
+}
 
 /** Builds a Request against the app; `json` sets the body and content type. */
 export function request(

@@ -11,7 +11,7 @@ import {
   createSource,
   createUser,
 } from '../helpers/factories'
-import { makeTestApp, request, testDatabase } from '../helpers/test-app'
+import { call, makeSignedInApp, makeTestApp, request, testDatabase } from '../helpers/test-app'
 
 // Opening and migrating the shared database is paid here, not by the first test's timeout.
 beforeAll(async () => {
@@ -36,15 +36,7 @@ const LEAD_KEYS = [
   'updated_at',
 ].sort()
 
-async function setup(options: Parameters<typeof makeTestApp>[0] = {}) {
-  const { app, ctx } = await makeTestApp(options)
-  const { organization, user, token } = await createSignedInUser(ctx)
-  return { app, ctx, organization, user, token }
-}
-
-function call(app: App, token: string | undefined, method: string, path: string, json?: unknown) {
-  return app.handle(request(method, path, { token, json }))
-}
+const setup = makeSignedInApp
 
 function expectJsonHeaders(response: Response) {
   expect(response.headers.get('content-type')).toContain('application/json')

@@ -1,5 +1,10 @@
 import { describe, expect, test } from 'bun:test'
-import { HOT_TABLES, needsStatistics, refreshPlannerStatistics } from '../../src/db/planner-statistics'
+import {
+  HOT_TABLES,
+  hotTableSizes,
+  needsStatistics,
+  refreshPlannerStatistics,
+} from '../../src/db/planner-statistics'
 import { createOrganization } from '../helpers/factories'
 import { makeTestContext } from '../helpers/test-app'
 
@@ -41,17 +46,7 @@ describe('refreshPlannerStatistics', () => {
     const analysed = await refreshPlannerStatistics(ctx)
     expect(analysed.every((table) => (HOT_TABLES as readonly string[]).includes(table))).toBe(true)
 
-    const sizes = await ctx.database.query<{
-      table: string
-      reltuples: number
-      relpages: number
-      pages: number
-    }>(
-      `select c.relname as table, c.reltuples::float8 as reltuples, c.relpages as relpages,
-         (pg_relation_size(c.oid) / current_setting('block_size')::int)::int as pages
-       from pg_class c where c.relname = 'leads'`,
-      [],
-    )
+    const sizes = (await hotTableSizes(ctx)).filter((size) => size.table === 'leads')
     expect(sizes).toHaveLength(1)
     const [leads] = sizes
     expect(leads!.pages).toBeGreaterThanOrEqual(8)

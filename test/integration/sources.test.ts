@@ -6,7 +6,7 @@ import { digestSecret, isWellFormedSecret } from '../../src/lib/secrets'
 import { sourceCache } from '../../src/modules/sources/source-cache'
 import { runCommonRouteTests } from '../helpers/common-route-tests'
 import { createPat, createSession, createSignedInUser, createSource, createUser } from '../helpers/factories'
-import { makeTestApp, request, testDatabase } from '../helpers/test-app'
+import { call, makeSignedInApp, makeTestApp, request, testDatabase } from '../helpers/test-app'
 
 // Opening and migrating the shared database is paid here, not by the first test's timeout.
 beforeAll(async () => {
@@ -33,15 +33,7 @@ const RECORD_KEYS = [
 ].sort()
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
 
-async function setup(options: Parameters<typeof makeTestApp>[0] = {}) {
-  const { app, ctx } = await makeTestApp(options)
-  const { organization, user, token } = await createSignedInUser(ctx)
-  return { app, ctx, organization, user, token }
-}
-
-function call(app: App, token: string | undefined, method: string, path: string, json?: unknown) {
-  return app.handle(request(method, path, { token, json }))
-}
+const setup = makeSignedInApp
 
 async function createViaApi(app: App, token: string, body: Record<string, unknown> = {}) {
   const response = await call(app, token, 'POST', BASE, { name: 'Contact form', ...body })

@@ -224,8 +224,7 @@ export class InboundService {
     const wellFormed = isWellFormedSecret('source_key', call.apiKey)
     if (wellFormed) call.keyDigest = digestSecret(call.apiKey)
     const source = call.keyDigest ? await sourceCache(this.ctx).findByKeyDigest(call.keyDigest) : null
-    if (source) Object.assign(call.headers, corsHeaders(source, call.request.headers.get('origin')))
-    else Object.assign(call.headers, corsHeaders(null, call.request.headers.get('origin')))
+    Object.assign(call.headers, corsHeaders(source, call.request.headers.get('origin')))
     if (source?.enabled) return source
     await enforceRateLimit(this.ctx, call.request, call.headers, [
       platformRule(this.ctx),
