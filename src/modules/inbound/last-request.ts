@@ -1,4 +1,5 @@
 import type { AppContext } from '../../context'
+import { CoalescingBuffer } from '../../lib/coalescing-buffer'
 
 const FLUSH_INTERVAL_MS = 5000
 const UPDATE_SQL = `update webhook_sources s set last_request_at = v.at
@@ -12,49 +13,33 @@ const UPDATE_SQL = `update webhook_sources s set last_request_at = v.at
  * update only moves the column forward, whichever replica writes last.
  */
 export class LastRequestRecorder {
-  private latest = new Map<string, number>()
-  private timer: ReturnType<typeof setInterval> | undefined
-  private flushing: Promise<void> | undefined
+  private readonly latest: CoalescingBuffer<number>
 
-  constructor(private readonly ctx: AppContext) {
-    ctx.onClose(() => this.stop())
+  constructor(ctx: AppContext) {
+    this.latest = new CoalescingBuffer<number>(ctx, {
+      intervalMs: FLUSH_INTERVAL_MS,
+      merge: Math.max,
+      write: async (batch) => {
+        await ctx.database.query(UPDATE_SQL, [
+          `{${[...batch.keys()].join(',')}}`,
+          `{${[...batch.values()].map((at) => `"${new Date(at).toISOString()}"`).join(',')}}`,
+        ])
+      },
+      // Kept for the next interval; a newer time noted meanwhile wins.
+      onWriteError: (error, sources) =>
+        ctx.logger.warn('could not record last request times; will retry', { error, sources }),
+    })
   }
 
   note(sourceId: string, at: number): void {
-    const known = this.latest.get(sourceId)
-    if (known === undefined || at > known) this.latest.set(sourceId, at)
-    if (!this.timer) {
-      this.timer = setInterval(() => void this.flush(), FLUSH_INTERVAL_MS)
-      this.timer.unref?.()
-    }
+    this.latest.add(sourceId, at)
   }
 
   flush(): Promise<void> {
-    this.flushing ??= this.write().finally(() => {
-      this.flushing = undefined
-    })
-    return this.flushing
+    return this.latest.flush()
   }
 
-  private async write(): Promise<void> {
-    if (this.latest.size === 0) return
-    const batch = this.latest
-    this.latest = new Map()
-    try {
-      await this.ctx.database.query(UPDATE_SQL, [
-        `{${[...batch.keys()].join(',')}}`,
-        `{${[...batch.values()].map((at) => `"${new Date(at).toISOString()}"`).join(',')}}`,
-      ])
-    } catch (error) {
-      // Kept for the next interval; a newer time noted meanwhile wins.
-      this.ctx.logger.warn('could not record last request times; will retry', { error, sources: batch.size })
-      for (const [sourceId, at] of batch) this.note(sourceId, at)
-    }
-  }
-
-  async stop(): Promise<void> {
-    if (this.timer) clearInterval(this.timer)
-    this.timer = undefined
-    await this.flush()
+  stop(): Promise<void> {
+    return this.latest.stop()
   }
 }

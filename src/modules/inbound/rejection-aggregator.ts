@@ -1,4 +1,5 @@
 import type { AppContext } from '../../context'
+import { CoalescingBuffer } from '../../lib/coalescing-buffer'
 import type { DeliveryLogEntry, InboundRepository } from './repository'
 
 const FLUSH_INTERVAL_MS = 1000
@@ -17,62 +18,36 @@ interface PendingGroup {
  * first request's time, client and body size as a sample. Pending counts are flushed on shutdown.
  */
 export class RejectionAggregator {
-  private pending = new Map<string, PendingGroup>()
-  private timer: ReturnType<typeof setInterval> | undefined
-  private flushing: Promise<void> | undefined
+  private readonly groups: CoalescingBuffer<PendingGroup>
 
-  constructor(
-    private readonly ctx: AppContext,
-    private readonly repository: InboundRepository,
-  ) {
-    ctx.onClose(() => this.stop())
+  constructor(ctx: AppContext, repository: InboundRepository) {
+    this.groups = new CoalescingBuffer<PendingGroup>(ctx, {
+      intervalMs: FLUSH_INTERVAL_MS,
+      merge: (first, next) => ({ entry: first.entry, count: first.count + next.count }),
+      write: (batch) =>
+        repository.insertLogs(
+          [...batch.values()].map(({ entry, count }) => ({ ...entry, repeatCount: count })),
+        ),
+      onWriteError: (error, groups) =>
+        ctx.logger.warn('could not write aggregated rejections; will retry', { error, groups }),
+      maxKeys: MAX_PENDING_GROUPS,
+      onDrop: (key) =>
+        ctx.logger.warn('rejection counts dropped: too many pending groups', {
+          source_id: key.split('|')[0],
+        }),
+    })
   }
 
   add(entry: DeliveryLogEntry): void {
-    const key = `${entry.sourceId}|${entry.httpStatus}|${entry.reason}`
-    const group = this.pending.get(key)
-    if (group) {
-      group.count++
-      return
-    }
-    if (this.pending.size >= MAX_PENDING_GROUPS) {
-      this.ctx.logger.warn('rejection counts dropped: too many pending groups', { source_id: entry.sourceId })
-      return
-    }
-    this.pending.set(key, { entry, count: 1 })
-    this.timer ??= setInterval(() => void this.flush(), FLUSH_INTERVAL_MS)
-    this.timer.unref?.()
+    this.groups.add(`${entry.sourceId}|${entry.httpStatus}|${entry.reason}`, { entry, count: 1 })
   }
 
   /** Writes what is pending. On failure the counts are put back and retried on the next tick. */
   flush(): Promise<void> {
-    this.flushing ??= this.writePending().finally(() => {
-      this.flushing = undefined
-    })
-    return this.flushing
+    return this.groups.flush()
   }
 
-  private async writePending(): Promise<void> {
-    if (this.pending.size === 0) return
-    const batch = this.pending
-    this.pending = new Map()
-    try {
-      await this.repository.insertLogs(
-        [...batch.values()].map(({ entry, count }) => ({ ...entry, repeatCount: count })),
-      )
-    } catch (error) {
-      this.ctx.logger.warn('could not write aggregated rejections; will retry', { error, groups: batch.size })
-      for (const [key, group] of batch) {
-        const newer = this.pending.get(key)
-        if (newer) newer.count += group.count
-        else this.pending.set(key, group)
-      }
-    }
-  }
-
-  async stop(): Promise<void> {
-    if (this.timer) clearInterval(this.timer)
-    this.timer = undefined
-    await this.flush()
+  stop(): Promise<void> {
+    return this.groups.stop()
   }
 }
