@@ -4,6 +4,7 @@ import type { AppContext } from '../../src/context'
 import { deliveryLogs, leads, webhookSources } from '../../src/db/schema'
 import { FakeClock } from '../../src/lib/clock'
 import { generateSecret } from '../../src/lib/secrets'
+import { SourceGoneError } from '../../src/modules/inbound/repository'
 import { inboundService } from '../../src/modules/inbound/service'
 import { announceSourceChange } from '../../src/modules/sources/source-cache'
 import { createOrganization, createSource } from '../helpers/factories'
@@ -322,22 +323,23 @@ describe('POST /api/webhook/lead/{api_key}: outcomes', () => {
     expect(await logsOf(ctx, source.id)).toHaveLength(0)
   })
 
-  test('a group that fails is retried lead by lead: the others are stored, the orphan gets a 404', async () => {
+  test('a source deleted after the request found it: its lead is refused (404), the rest of its group is stored', async () => {
     const { app, ctx, organization, source, apiKey } = await setup()
     const doomed = await createSource(ctx, organization.id)
-    // Warm the cache, then delete the source behind its back: its leads now violate a foreign key.
+    // Warm the cache, then delete the source behind its back (no announcement reaches the cache).
     expect((await post(app, doomed.apiKey, { email: email() })).status).toBe(200)
     await ctx.database.query('delete from webhook_sources where id = $1', [doomed.source.id])
 
-    // Leads queued in the same turn form one group; the orphan makes the group fail as a whole.
+    // Leads queued in the same turn form one group; the one for the deleted source gets no row back.
     const repository = inboundService(ctx).repository
     const fallbacksBefore = repository.stats.groupFallbacks
+    const addresses = Array.from({ length: 5 }, () => email())
     const results = await Promise.allSettled(
-      Array.from({ length: 5 }, (_, index) =>
-        repository.ingest(index === 2 ? doomed.source : source, leadWithEmail(email()), requestFacts()),
+      addresses.map((address, index) =>
+        repository.ingest(index === 2 ? doomed.source : source, leadWithEmail(address), requestFacts()),
       ),
     )
-    expect(repository.stats.groupFallbacks).toBe(fallbacksBefore + 1)
+    expect(repository.stats.groupFallbacks).toBe(fallbacksBefore)
     expect(results.map((result) => result.status)).toEqual([
       'fulfilled',
       'fulfilled',
@@ -345,14 +347,46 @@ describe('POST /api/webhook/lead/{api_key}: outcomes', () => {
       'fulfilled',
       'fulfilled',
     ])
-    expect((results[2] as PromiseRejectedResult).reason.code).toBe('23503')
+    expect((results[2] as PromiseRejectedResult).reason).toBeInstanceOf(SourceGoneError)
+    const stored = await ctx.db.select().from(leads).where(eq(leads.sourceId, source.id))
+    expect(stored.map((lead) => lead.emailNormalized).sort()).toEqual(
+      addresses.filter((_, index) => index !== 2).sort(),
+    )
+    expect(await logsOf(ctx, doomed.source.id)).toEqual([])
 
-    // Through HTTP the orphan is a 404 with the webhook body, and stays one.
+    // Through HTTP the deleted source is a 404 with the webhook body, and stays one.
     const response = await post(app, doomed.apiKey, { email: email() })
     expect(response.status).toBe(404)
     expect((await response.json()).error).toBe('webhook_not_found')
     expect((await post(app, doomed.apiKey, { email: email() })).status).toBe(404)
     expect((await post(app, apiKey, { email: email() })).status).toBe(200)
+  })
+
+  test('a rejection logged for a source deleted meanwhile is dropped, not left without its source', async () => {
+    const { ctx, organization } = await setup()
+    const doomed = await createSource(ctx, organization.id)
+    const kept = await createSource(ctx, organization.id)
+    await ctx.database.query('delete from webhook_sources where id = $1', [doomed.source.id])
+    const entry = (sourceId: string) => ({
+      sourceId,
+      organizationId: organization.id,
+      ...requestFacts(),
+      method: 'POST',
+      httpStatus: 429,
+      outcome: 'rejected' as const,
+      reason: 'rate_limited',
+      spamReasons: [],
+      repeatCount: 3,
+    })
+    await inboundService(ctx).repository.insertLogs([entry(doomed.source.id), entry(kept.source.id)])
+    expect(await logsOf(ctx, doomed.source.id)).toEqual([])
+    const [log] = await logsOf(ctx, kept.source.id)
+    expect(log).toMatchObject({
+      outcome: 'rejected',
+      httpStatus: 429,
+      reason: 'rate_limited',
+      repeatCount: 3,
+    })
   })
 
   test('error: neither a valid e-mail nor phone → 200 with success false, logged, nothing stored', async () => {

@@ -1,7 +1,9 @@
 import { beforeAll, describe, expect, test } from 'bun:test'
 import { eq } from 'drizzle-orm'
-import { webhookSources } from '../../src/db/schema'
+import postgres from 'postgres'
+import { deliveryLogs, leads, webhookSources } from '../../src/db/schema'
 import { FakeClock } from '../../src/lib/clock'
+import { newId } from '../../src/lib/ids'
 import { digestSecret, isWellFormedSecret } from '../../src/lib/secrets'
 import { sourceCache } from '../../src/modules/sources/source-cache'
 import { runCommonRouteTests } from '../helpers/common-route-tests'
@@ -47,6 +49,35 @@ function expectJsonHeaders(response: Response) {
   expect(response.headers.get('x-ratelimit-limit')).toMatch(/^\d+$/)
   expect(response.headers.get('x-ratelimit-remaining')).toMatch(/^\d+$/)
   expect(response.headers.get('x-ratelimit-reset')).toMatch(/^\d+$/)
+}
+
+/** One item of ingest_leads(jsonb) (drizzle/0007), as the inbound repository builds it. */
+function ingestItem(organizationId: string, sourceId: string, leadId: string) {
+  const address = `race-${crypto.randomUUID()}@example.com`
+  return {
+    idx: 0,
+    organization_id: organizationId,
+    source_id: sourceId,
+    new_lead_id: leadId,
+    log_id: newId(),
+    first_name: null,
+    last_name: null,
+    email: address,
+    email_normalized: address,
+    phone_raw: null,
+    phone_e164: null,
+    status: null,
+    custom_fields: {},
+    attribution: {},
+    received_at: new Date().toISOString(),
+    client_ip: '127.0.0.1',
+    origin: null,
+    user_agent: null,
+    body_bytes: 2,
+    body: '{}',
+    body_truncated: false,
+    duration_ms: 1,
+  }
 }
 
 /** Polls until the check passes or the time runs out; returns whether it passed in time. */
@@ -380,6 +411,121 @@ describe('GET/PATCH/DELETE /api/webhook/sources/{id}', () => {
     const again = await call(app, token, 'DELETE', `${BASE}/${created.id}`)
     expect(again.status).toBe(404)
     expect((await again.json()).error).toBe('not_found')
+  })
+})
+
+describe('deleting a source or an organization', () => {
+  test('a deleted source keeps its leads (without a source) and takes its delivery logs', async () => {
+    const { app, ctx, token, organization } = await setup()
+    const created = await createViaApi(app, token)
+    const address = `kept-${crypto.randomUUID()}@example.com`
+    const posted = await app.handle(
+      request('POST', `/api/webhook/lead/${created.api_key}`, { json: { email: address } }),
+    )
+    expect(posted.status).toBe(200)
+    const { lead_id } = await posted.json()
+    expect((await call(app, token, 'DELETE', `${BASE}/${created.id}`)).status).toBe(204)
+
+    const [lead] = await ctx.db.select().from(leads).where(eq(leads.id, lead_id))
+    expect(lead).toMatchObject({
+      id: lead_id,
+      organizationId: organization.id,
+      sourceId: null,
+      email: address,
+    })
+    expect(await ctx.db.select().from(deliveryLogs).where(eq(deliveryLogs.sourceId, created.id))).toEqual([])
+    const listed = await call(app, token, 'GET', `/api/v2/leads/${lead_id}`)
+    expect(listed.status).toBe(200)
+    expect(await listed.json()).toMatchObject({ lead_id, source_id: null, email: address })
+  })
+
+  // The guarantees the foreign keys used to give, under concurrency: needs a second connection.
+  test.skipIf(!process.env.DATABASE_URL)(
+    'a source deleted while a lead is being written for it waits for the write, then takes its log',
+    async () => {
+      const { app, ctx, token, organization } = await setup()
+      const created = await createViaApi(app, token)
+      const writer = postgres(process.env.DATABASE_URL!, { max: 1, onnotice: () => {} })
+      const leadId = newId()
+      let deletion: Promise<Response> | undefined
+      let deletedWhileWriting = false
+      // Set as the transaction is about to commit: a deletion that ends later did wait for it.
+      let committing = false
+      try {
+        await writer.begin(async (transaction) => {
+          const written = (await transaction.unsafe('select * from ingest_leads($1::jsonb)', [
+            [ingestItem(organization.id, created.id, leadId)] as never,
+          ])) as unknown as Array<Record<string, unknown>>
+          expect([...written]).toEqual([{ idx: 0, lead_id: leadId, outcome: 'created' }])
+          deletion = call(app, token, 'DELETE', `${BASE}/${created.id}`)
+          void deletion.then(() => {
+            if (!committing) deletedWhileWriting = true
+          })
+          await Bun.sleep(300)
+          committing = true
+        })
+        expect(deletedWhileWriting).toBe(false)
+        expect((await deletion!).status).toBe(204)
+      } finally {
+        await writer.end()
+      }
+      const [lead] = await ctx.db.select().from(leads).where(eq(leads.id, leadId))
+      expect(lead).toMatchObject({ id: leadId, sourceId: null })
+      expect(await ctx.db.select().from(deliveryLogs).where(eq(deliveryLogs.sourceId, created.id))).toEqual(
+        [],
+      )
+    },
+  )
+
+  test.skipIf(!process.env.DATABASE_URL)(
+    'a lead for a source whose deletion is not yet committed waits, then is refused and writes nothing',
+    async () => {
+      const { app, ctx, token, organization } = await setup()
+      const created = await createViaApi(app, token)
+      const deleter = postgres(process.env.DATABASE_URL!, { max: 1, onnotice: () => {} })
+      const leadId = newId()
+      let write: Promise<unknown> | undefined
+      let settledDuringDeletion = false
+      // Set as the transaction is about to commit: a write that settles later did wait for it.
+      let committing = false
+      try {
+        await deleter.begin(async (transaction) => {
+          await transaction.unsafe('delete from webhook_sources where id = $1', [created.id])
+          write = ctx.database.query('select * from ingest_leads($1::jsonb)', [
+            JSON.stringify([ingestItem(organization.id, created.id, leadId)]),
+          ])
+          void write.finally(() => {
+            if (!committing) settledDuringDeletion = true
+          })
+          await Bun.sleep(300)
+          committing = true
+        })
+        expect(settledDuringDeletion).toBe(false)
+        expect(await write).toEqual([])
+      } finally {
+        await deleter.end()
+      }
+      expect(await ctx.db.select().from(leads).where(eq(leads.id, leadId))).toEqual([])
+      expect(await ctx.db.select().from(deliveryLogs).where(eq(deliveryLogs.sourceId, created.id))).toEqual(
+        [],
+      )
+      expect((await call(app, token, 'GET', `${BASE}/${created.id}`)).status).toBe(404)
+    },
+  )
+
+  test('a deleted organization takes its leads, sources and delivery logs', async () => {
+    const { app, ctx, token, organization } = await setup()
+    const created = await createViaApi(app, token)
+    const posted = await app.handle(
+      request('POST', `/api/webhook/lead/${created.api_key}`, {
+        json: { email: `gone-${crypto.randomUUID()}@example.com` },
+      }),
+    )
+    expect(posted.status).toBe(200)
+    await ctx.database.query('delete from organizations where id = $1', [organization.id])
+    expect(await ctx.db.select().from(leads).where(eq(leads.organizationId, organization.id))).toEqual([])
+    expect(await ctx.db.select().from(webhookSources).where(eq(webhookSources.id, created.id))).toEqual([])
+    expect(await ctx.db.select().from(deliveryLogs).where(eq(deliveryLogs.sourceId, created.id))).toEqual([])
   })
 })
 

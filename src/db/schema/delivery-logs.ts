@@ -10,8 +10,6 @@ import {
   timestamp,
   uuid,
 } from 'drizzle-orm/pg-core'
-import { organizations } from './organizations'
-import { webhookSources } from './webhook-sources'
 
 /**
  * One row per inbound request that names a real source, rejected ones included. A flood of 429s
@@ -21,12 +19,10 @@ export const deliveryLogs = pgTable(
   'delivery_logs',
   {
     id: uuid('id').primaryKey(),
-    sourceId: uuid('source_id')
-      .notNull()
-      .references(() => webhookSources.id, { onDelete: 'cascade' }),
-    organizationId: uuid('organization_id')
-      .notNull()
-      .references(() => organizations.id, { onDelete: 'cascade' }),
+    // No foreign keys, for the reason given in leads.ts: the source's delete trigger removes its
+    // logs, and log_deliveries()/ingest_leads() never write a log for a source that is gone.
+    sourceId: uuid('source_id').notNull(),
+    organizationId: uuid('organization_id').notNull(),
     receivedAt: timestamp('received_at', { withTimezone: true, mode: 'date' }).notNull(),
     method: text('method').notNull(),
     httpStatus: smallint('http_status').notNull(),

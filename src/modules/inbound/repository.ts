@@ -1,6 +1,4 @@
-import { sql } from 'drizzle-orm'
 import type { AppContext } from '../../context'
-import { deliveryLogs } from '../../db/schema'
 import { isDatabaseUnavailable } from '../../lib/errors'
 import { newId } from '../../lib/ids'
 import type { NormalizedLead } from './normalize'
@@ -32,8 +30,20 @@ export type RequestFacts = Pick<
 >
 
 const GROUP_SQL = 'select idx, lead_id, outcome from ingest_leads($1::jsonb)'
+const LOG_SQL = 'select log_deliveries($1::jsonb) as written'
 /** Bounds one group's statement (about 1 MB of JSON at most; a group of inbound bodies is small). */
 const MAX_GROUP_SIZE = 200
+
+/**
+ * The source was deleted after the request found it in the cache: nothing was written for it
+ * (drizzle/0009: writers hold the source, and skip it once it is gone).
+ */
+export class SourceGoneError extends Error {
+  constructor(readonly sourceId: string) {
+    super(`source ${sourceId} no longer exists`)
+    this.name = 'SourceGoneError'
+  }
+}
 
 export interface IngestResult {
   leadId: string
@@ -71,11 +81,20 @@ interface Waiting {
   reject(error: unknown): void
 }
 
+/** The keys two submissions of one person share: organization + e-mail, organization + phone. */
+function dedupKeys(item: IngestItem): string[] {
+  const keys: string[] = []
+  if (item.email_normalized !== null) keys.push(`${item.organization_id}:e:${item.email_normalized}`)
+  if (item.phone_e164 !== null) keys.push(`${item.organization_id}:p:${item.phone_e164}`)
+  return keys
+}
+
 export class InboundRepository {
-  private readonly insertLogStatement
   private queue: Waiting[] = []
   private flushScheduled = false
   private inFlight = 0
+  /** Dedup keys of the groups being written, with how many groups hold each. */
+  private readonly keysInFlight = new Map<string, number>()
   private readonly maxInFlight: number
   /** Statements written: groups, the leads they carried, single writes, and groups retried one by one. */
   readonly stats = { groups: 0, groupedLeads: 0, singles: 0, groupFallbacks: 0 }
@@ -83,28 +102,6 @@ export class InboundRepository {
   constructor(private readonly ctx: AppContext) {
     // As many groups in flight as the pool has connections; PGlite has one.
     this.maxInFlight = ctx.database.engine === 'pglite' ? 1 : ctx.config.databasePoolSize
-    this.insertLogStatement = ctx.db
-      .insert(deliveryLogs)
-      .values({
-        id: sql.placeholder('id'),
-        sourceId: sql.placeholder('sourceId'),
-        organizationId: sql.placeholder('organizationId'),
-        receivedAt: sql.placeholder('receivedAt'),
-        method: sql.placeholder('method'),
-        httpStatus: sql.placeholder('httpStatus'),
-        outcome: sql.placeholder('outcome'),
-        reason: sql.placeholder('reason'),
-        clientIp: sql.placeholder('clientIp'),
-        origin: sql.placeholder('origin'),
-        userAgent: sql.placeholder('userAgent'),
-        bodyBytes: sql.placeholder('bodyBytes'),
-        body: sql.placeholder('body'),
-        bodyTruncated: sql.placeholder('bodyTruncated'),
-        spamReasons: sql.placeholder('spamReasons'),
-        durationMs: sql.placeholder('durationMs'),
-        repeatCount: sql.placeholder('repeatCount'),
-      })
-      .prepare('inbound_insert_delivery_log')
   }
 
   /**
@@ -161,36 +158,42 @@ export class InboundRepository {
   private flush(): void {
     while (this.queue.length > 0 && this.inFlight < this.maxInFlight) {
       const group = this.takeGroup()
+      // Everything queued belongs to people whose earlier submission is still being written.
+      if (group.length === 0) return
+      const keys = group.flatMap((waiting) => dedupKeys(waiting.item))
+      for (const key of keys) this.keysInFlight.set(key, (this.keysInFlight.get(key) ?? 0) + 1)
       this.inFlight++
       void this.write(group).finally(() => {
         this.inFlight--
+        for (const key of keys) {
+          const left = this.keysInFlight.get(key)! - 1
+          if (left === 0) this.keysInFlight.delete(key)
+          else this.keysInFlight.set(key, left)
+        }
         if (this.queue.length > 0) this.scheduleFlush()
       })
     }
   }
 
   /**
-   * The next group, in arrival order, leaving in the queue any lead that shares a dedup key with
-   * one already taken: one statement looks a whole group up in one snapshot, so two submissions of
-   * the same person must be in different groups (whose locks then order them).
+   * The next group, in arrival order. One statement looks a whole group up in one snapshot, so two
+   * submissions of the same person (a shared dedup key) never share a group; and groups run
+   * concurrently on several connections, so a submission also waits while an earlier one of the
+   * same person is being written: each person's submissions are applied in the order they arrived.
+   * A lead left in the queue holds back every later lead that shares a key with it.
    */
   private takeGroup(): Waiting[] {
     const group: Waiting[] = []
-    const keys = new Set<string>()
+    const claimed = new Set<string>()
     const left: Waiting[] = []
     let next = 0
     for (; next < this.queue.length && group.length < MAX_GROUP_SIZE; next++) {
       const waiting = this.queue[next]!
-      const { organization_id, email_normalized, phone_e164 } = waiting.item
-      const emailKey = email_normalized === null ? null : `${organization_id}:e:${email_normalized}`
-      const phoneKey = phone_e164 === null ? null : `${organization_id}:p:${phone_e164}`
-      if ((emailKey && keys.has(emailKey)) || (phoneKey && keys.has(phoneKey))) {
-        left.push(waiting)
-        continue
-      }
-      if (emailKey) keys.add(emailKey)
-      if (phoneKey) keys.add(phoneKey)
-      group.push(waiting)
+      const keys = dedupKeys(waiting.item)
+      const held = keys.some((key) => claimed.has(key) || this.keysInFlight.has(key))
+      for (const key of keys) claimed.add(key)
+      if (held) left.push(waiting)
+      else group.push(waiting)
     }
     this.queue = next === this.queue.length ? left : left.concat(this.queue.slice(next))
     return group
@@ -221,17 +224,46 @@ export class InboundRepository {
       this.stats.groups++
       this.stats.groupedLeads += group.length
     }
-    for (const row of rows) group[row.idx]!.resolve({ leadId: row.lead_id, outcome: row.outcome })
+    const answered = new Set<number>()
+    for (const row of rows) {
+      answered.add(row.idx)
+      group[row.idx]!.resolve({ leadId: row.lead_id, outcome: row.outcome })
+    }
+    // The function returns no row for an item whose source was deleted meanwhile.
+    if (answered.size < group.length) {
+      for (const waiting of group) {
+        if (!answered.has(waiting.item.idx)) waiting.reject(new SourceGoneError(waiting.item.source_id))
+      }
+    }
   }
 
+  /** One delivery-log entry that stores no lead; skipped when its source is gone. */
   async insertLog(entry: DeliveryLogEntry): Promise<void> {
-    await this.insertLogStatement.execute({ ...entry, id: newId(), repeatCount: entry.repeatCount ?? 1 })
+    await this.insertLogs([entry])
   }
 
+  /** Several entries in one statement (log_deliveries, drizzle/0009); those of a deleted source are skipped. */
   async insertLogs(entries: DeliveryLogEntry[]): Promise<void> {
     if (entries.length === 0) return
-    await this.ctx.db
-      .insert(deliveryLogs)
-      .values(entries.map((entry) => ({ ...entry, id: newId(), repeatCount: entry.repeatCount ?? 1 })))
+    const items = entries.map((entry) => ({
+      id: newId(),
+      source_id: entry.sourceId,
+      organization_id: entry.organizationId,
+      received_at: entry.receivedAt.toISOString(),
+      method: entry.method,
+      http_status: entry.httpStatus,
+      outcome: entry.outcome,
+      reason: entry.reason,
+      client_ip: entry.clientIp,
+      origin: entry.origin,
+      user_agent: entry.userAgent,
+      body_bytes: entry.bodyBytes,
+      body: entry.body,
+      body_truncated: entry.bodyTruncated,
+      spam_reasons: entry.spamReasons,
+      duration_ms: entry.durationMs,
+      repeat_count: entry.repeatCount ?? 1,
+    }))
+    await this.ctx.database.query(LOG_SQL, [JSON.stringify(items)])
   }
 }

@@ -11,7 +11,7 @@ import { BodyTooLargeError, bodyForLog, isJsonContentType, readLimitedBody } fro
 import { LastRequestRecorder } from './last-request'
 import { normalizeLead } from './normalize'
 import { RejectionAggregator } from './rejection-aggregator'
-import { type DeliveryLogEntry, InboundRepository, type IngestResult } from './repository'
+import { type DeliveryLogEntry, InboundRepository, type IngestResult, SourceGoneError } from './repository'
 import { spamReasons } from './spam'
 
 /** Spec §8: 60 requests per minute per source key, `Retry-After: 60` when exceeded. */
@@ -33,7 +33,6 @@ export interface InboundCall {
   keyDigest?: string
 }
 
-const FOREIGN_KEY_VIOLATION = '23503'
 const UNKNOWN_KEY_MESSAGE = 'webhook not found: the key is unknown or the source is disabled'
 
 /**
@@ -160,7 +159,7 @@ export class InboundService {
       stored = await this.repository.ingest(source, lead, facts(withBody))
     } catch (error) {
       // The source was deleted after this request found it: the key no longer names a webhook.
-      if ((error as { code?: unknown }).code === FOREIGN_KEY_VIOLATION) {
+      if (error instanceof SourceGoneError) {
         sourceCache(this.ctx).evict(source.id)
         throw new AppError(404, 'webhook_not_found', UNKNOWN_KEY_MESSAGE)
       }
