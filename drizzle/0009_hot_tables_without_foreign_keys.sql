@@ -76,7 +76,7 @@ BEGIN
   FROM jsonb_to_recordset(p_items) AS x(id uuid, source_id uuid, organization_id uuid, received_at timestamptz,
     method text, http_status smallint, outcome text, reason text, client_ip text, origin text, user_agent text,
     body_bytes integer, body text, body_truncated boolean, spam_reasons jsonb, duration_ms real, repeat_count integer)
-  WHERE EXISTS (SELECT 1 FROM webhook_sources s WHERE s.id = x.source_id);
+  WHERE (SELECT true FROM webhook_sources s WHERE s.id = x.source_id);
   GET DIAGNOSTICS v_written = ROW_COUNT;
   RETURN v_written;
 END;
@@ -85,7 +85,9 @@ $$;
 
 -- drizzle/0007's set-based ingest, now also holding each source of the group (shared lock, in the
 -- same global order as the dedup keys) and skipping items whose source is gone: they get no row
--- back, and the caller answers them 404.
+-- back, and the caller answers them 404. The source check is a scalar subquery, always one index
+-- probe per item: written as EXISTS it was planned as a hash semi-join over every source (with
+-- 5,000 sources, ~1.5 ms per call instead of ~0.6 ms).
 CREATE OR REPLACE FUNCTION ingest_leads(p_items jsonb) RETURNS TABLE (idx integer, lead_id uuid, outcome text)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -120,7 +122,7 @@ BEGIN
       last_name text, email text, email_normalized text, phone_raw text, phone_e164 text, status text,
       custom_fields jsonb, attribution jsonb, received_at timestamptz, client_ip text, origin text,
       user_agent text, body_bytes integer, body text, body_truncated boolean, duration_ms real)
-    WHERE EXISTS (SELECT 1 FROM webhook_sources s WHERE s.id = x.source_id)
+    WHERE (SELECT true FROM webhook_sources s WHERE s.id = x.source_id)
   ),
   -- DESIGN §7: the lead with the same normalised e-mail, else the oldest with the same E.164 phone.
   matched AS MATERIALIZED (
