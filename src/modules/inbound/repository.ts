@@ -50,7 +50,7 @@ export interface IngestResult {
   outcome: 'created' | 'updated'
 }
 
-interface IngestItem {
+interface IngestItem extends RequestColumns {
   idx: number
   organization_id: string
   source_id: string
@@ -65,18 +65,27 @@ interface IngestItem {
   status: string | null
   custom_fields: Record<string, unknown>
   attribution: Record<string, unknown>
-  received_at: string
-  client_ip: string
-  origin: string | null
-  user_agent: string | null
-  body_bytes: number
-  body: string | null
-  body_truncated: boolean
-  duration_ms: number
 }
+
+/** The request's facts as ingest_leads() and log_deliveries() read them (drizzle/0007, 0009). */
+function requestColumns(facts: RequestFacts) {
+  return {
+    received_at: facts.receivedAt.toISOString(),
+    client_ip: facts.clientIp,
+    origin: facts.origin,
+    user_agent: facts.userAgent,
+    body_bytes: facts.bodyBytes,
+    body: facts.body,
+    body_truncated: facts.bodyTruncated,
+    duration_ms: facts.durationMs,
+  }
+}
+type RequestColumns = ReturnType<typeof requestColumns>
 
 interface Waiting {
   item: IngestItem
+  /** Its dedup keys (dedupKeys), computed once when queued. */
+  keys: string[]
   resolve(result: IngestResult): void
   reject(error: unknown): void
 }
@@ -131,17 +140,10 @@ export class InboundRepository {
       status: lead.status,
       custom_fields: lead.customFields,
       attribution: lead.attribution,
-      received_at: facts.receivedAt.toISOString(),
-      client_ip: facts.clientIp,
-      origin: facts.origin,
-      user_agent: facts.userAgent,
-      body_bytes: facts.bodyBytes,
-      body: facts.body,
-      body_truncated: facts.bodyTruncated,
-      duration_ms: facts.durationMs,
+      ...requestColumns(facts),
     }
     return new Promise<IngestResult>((resolve, reject) => {
-      this.queue.push({ item, resolve, reject })
+      this.queue.push({ item, keys: dedupKeys(item), resolve, reject })
       this.scheduleFlush()
     })
   }
@@ -160,7 +162,7 @@ export class InboundRepository {
       const group = this.takeGroup()
       // Everything queued belongs to people whose earlier submission is still being written.
       if (group.length === 0) return
-      const keys = group.flatMap((waiting) => dedupKeys(waiting.item))
+      const keys = group.flatMap((waiting) => waiting.keys)
       for (const key of keys) this.keysInFlight.set(key, (this.keysInFlight.get(key) ?? 0) + 1)
       this.inFlight++
       void this.write(group).finally(() => {
@@ -189,9 +191,8 @@ export class InboundRepository {
     let next = 0
     for (; next < this.queue.length && group.length < MAX_GROUP_SIZE; next++) {
       const waiting = this.queue[next]!
-      const keys = dedupKeys(waiting.item)
-      const held = keys.some((key) => claimed.has(key) || this.keysInFlight.has(key))
-      for (const key of keys) claimed.add(key)
+      const held = waiting.keys.some((key) => claimed.has(key) || this.keysInFlight.has(key))
+      for (const key of waiting.keys) claimed.add(key)
       if (held) left.push(waiting)
       else group.push(waiting)
     }
@@ -249,20 +250,13 @@ export class InboundRepository {
       id: newId(),
       source_id: entry.sourceId,
       organization_id: entry.organizationId,
-      received_at: entry.receivedAt.toISOString(),
       method: entry.method,
       http_status: entry.httpStatus,
       outcome: entry.outcome,
       reason: entry.reason,
-      client_ip: entry.clientIp,
-      origin: entry.origin,
-      user_agent: entry.userAgent,
-      body_bytes: entry.bodyBytes,
-      body: entry.body,
-      body_truncated: entry.bodyTruncated,
       spam_reasons: entry.spamReasons,
-      duration_ms: entry.durationMs,
       repeat_count: entry.repeatCount ?? 1,
+      ...requestColumns(entry),
     }))
     await this.ctx.database.query(LOG_SQL, [JSON.stringify(items)])
   }
