@@ -7,12 +7,14 @@ import { log, megabytes, REDIS_URL, ROOT, round, spawnServer } from './support'
 /**
  * `bun run bench`: the figures of the reliability issue, written to bench/results/summary.json.
  *  1. ingest throughput against the reference handler (see ingest.ts)
- *  2. p50/p99 at a fixed offered load of RATE requests/s (open loop), every request a new lead
+ *  2. p50/p99 at a fixed offered load of RATE requests/s (open loop), every request a new lead; first
+ *     the same load against a server that does nothing (the harness's own floor)
  *  3. peak RSS of the service under that load and under the throughput run
  *  4. start-up time to ready (spawn → first 200 from /readyz) on PostgreSQL + Redis, median of 5
  */
 const RATE = Number(process.env.BENCH_RATE ?? 1000)
 const RATE_SECONDS = Number(process.env.BENCH_RATE_SECONDS ?? 20)
+const FLOOR_SECONDS = 5
 const TARGETS = { ratio: 0.8, p99Ms: 25, peakRssMb: 200, readyMs: 1500 }
 
 const { databaseUrl, keysFile, keys } = await prepareBenchDatabase()
@@ -23,6 +25,26 @@ const ingest = await runIngestBenchmark(databaseUrl, keysFile)
 printIngest(ingest)
 
 log(`2/3 open loop at ${RATE} requests/s for ${RATE_SECONDS}s`)
+const floorServer = await spawnServer(['bun', 'bench/floor-server.ts'], {}, '/')
+let harnessFloor: Awaited<ReturnType<typeof openLoop>>
+try {
+  // Warmed like the service below: the client's own JIT and connections are part of no one's latency.
+  await openLoop({
+    rate: RATE,
+    seconds: FLOOR_SECONDS,
+    makeRequest: (index) => leadRequest(floorServer.url, index, 'floor-warm'),
+  })
+  harnessFloor = await openLoop({
+    rate: RATE,
+    seconds: FLOOR_SECONDS,
+    makeRequest: (index) => leadRequest(floorServer.url, index, 'floor'),
+  })
+} finally {
+  await floorServer.stop()
+}
+console.log(
+  `harness floor ${RATE} req/s (server doing nothing): p50 ${round(harnessFloor.p50Ms)} ms, p99 ${round(harnessFloor.p99Ms)} ms, client ${harnessFloor.clientCores} cores`,
+)
 const server = await spawnServer(['bun', 'src/index.ts'], serviceEnv, '/readyz')
 let fixedRate: Awaited<ReturnType<typeof openLoop>>
 let fixedRatePeakRssMb: number
@@ -45,7 +67,7 @@ try {
   await server.stop()
 }
 console.log(
-  `open loop ${RATE} req/s: p50 ${round(fixedRate.p50Ms)} ms, p99 ${round(fixedRate.p99Ms)} ms, max ${round(fixedRate.maxMs)} ms, ok ${fixedRate.ok}/${fixedRate.sent}, peak RSS ${fixedRatePeakRssMb} MB`,
+  `open loop ${RATE} req/s: p50 ${round(fixedRate.p50Ms)} ms, p99 ${round(fixedRate.p99Ms)} ms, max ${round(fixedRate.maxMs)} ms, ok ${fixedRate.ok}/${fixedRate.sent}, peak RSS ${fixedRatePeakRssMb} MB, client ${fixedRate.clientCores} cores`,
 )
 
 log('3/3 start-up time to ready')
@@ -66,7 +88,13 @@ const summary = {
   date: new Date().toISOString(),
   machine: { cores: navigator.hardwareConcurrency, bun: Bun.version },
   ingest,
-  fixed_rate: { rate: RATE, seconds: RATE_SECONDS, ...fixedRate, peak_rss_mb: fixedRatePeakRssMb },
+  fixed_rate: {
+    rate: RATE,
+    seconds: RATE_SECONDS,
+    ...fixedRate,
+    peak_rss_mb: fixedRatePeakRssMb,
+    harness_floor: { seconds: FLOOR_SECONDS, ...harnessFloor },
+  },
   startup: { ready_ms_median: readyMs, ready_ms_all: readyTimes.map((time) => round(time, 0)) },
   targets: TARGETS,
   met: {
