@@ -1,20 +1,25 @@
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { prepareBenchDatabase, printIngest, runIngestBenchmark } from './ingest'
-import { openLoop } from './open-loop'
+import { type OpenLoopResult, openLoop } from './open-loop'
 import { log, megabytes, REDIS_URL, ROOT, round, spawnServer } from './support'
 
 /**
  * `bun run bench`: the figures of the reliability issue, written to bench/results/summary.json.
  *  1. ingest throughput against the reference handler (see ingest.ts)
- *  2. p50/p99 at a fixed offered load of RATE requests/s (open loop), every request a new lead; first
- *     the same load against a server that does nothing (the harness's own floor)
+ *  2. p50/p99 at a fixed offered load of RATE requests/s (open loop), every request a new lead: the
+ *     run with the median p99 of RATE_ROUNDS; first the same load against a server that does
+ *     nothing (the harness's own floor)
  *  3. peak RSS of the service under that load and under the throughput run
  *  4. start-up time to ready (spawn → first 200 from /readyz) on PostgreSQL + Redis, median of 5
  */
 const RATE = Number(process.env.BENCH_RATE ?? 1000)
 const RATE_SECONDS = Number(process.env.BENCH_RATE_SECONDS ?? 20)
 const FLOOR_SECONDS = 5
+// Like the ingest rounds: single runs on this machine differ by more than the target's margin (one
+// 5 s run against a server that does nothing once showed a p99 of 54 ms), so the measured figure is
+// the median of several runs, every run kept in the results.
+const RATE_ROUNDS = Number(process.env.BENCH_RATE_ROUNDS ?? 3)
 const TARGETS = { ratio: 0.8, p99Ms: 25, peakRssMb: 200, readyMs: 1500 }
 
 const { databaseUrl, keysFile, keys } = await prepareBenchDatabase()
@@ -26,7 +31,7 @@ printIngest(ingest)
 
 log(`2/3 open loop at ${RATE} requests/s for ${RATE_SECONDS}s`)
 const floorServer = await spawnServer(['bun', 'bench/floor-server.ts'], {}, '/')
-let harnessFloor: Awaited<ReturnType<typeof openLoop>>
+let harnessFloor: OpenLoopResult
 try {
   // Warmed like the service below: the client's own JIT and connections are part of no one's latency.
   await openLoop({
@@ -46,7 +51,7 @@ console.log(
   `harness floor ${RATE} req/s (server doing nothing): p50 ${round(harnessFloor.p50Ms)} ms, p99 ${round(harnessFloor.p99Ms)} ms, client ${harnessFloor.clientCores} cores`,
 )
 const server = await spawnServer(['bun', 'src/index.ts'], serviceEnv, '/readyz')
-let fixedRate: Awaited<ReturnType<typeof openLoop>>
+const fixedRateRuns: OpenLoopResult[] = []
 let fixedRatePeakRssMb: number
 try {
   // Warm the new process before measuring, as a replica that has been serving for a while: JIT,
@@ -57,17 +62,24 @@ try {
     seconds: Math.max(keys.length / RATE, 15),
     makeRequest: (index) => leadRequest(server.url, index, 'warm'),
   })
-  fixedRate = await openLoop({
-    rate: RATE,
-    seconds: RATE_SECONDS,
-    makeRequest: (index) => leadRequest(server.url, index, 'rate'),
-  })
+  for (let run = 1; run <= RATE_ROUNDS; run++) {
+    const result = await openLoop({
+      rate: RATE,
+      seconds: RATE_SECONDS,
+      makeRequest: (index) => leadRequest(server.url, index, `rate-${run}`),
+    })
+    console.log(
+      `open loop ${RATE} req/s #${run}: p50 ${round(result.p50Ms)} ms, p99 ${round(result.p99Ms)} ms, max ${round(result.maxMs)} ms, ok ${result.ok}/${result.sent}, client ${result.clientCores} cores`,
+    )
+    fixedRateRuns.push(result)
+  }
   fixedRatePeakRssMb = megabytes(server.peakRssBytes())
 } finally {
   await server.stop()
 }
+const fixedRate = [...fixedRateRuns].sort((a, b) => a.p99Ms - b.p99Ms)[Math.floor(fixedRateRuns.length / 2)]!
 console.log(
-  `open loop ${RATE} req/s: p50 ${round(fixedRate.p50Ms)} ms, p99 ${round(fixedRate.p99Ms)} ms, max ${round(fixedRate.maxMs)} ms, ok ${fixedRate.ok}/${fixedRate.sent}, peak RSS ${fixedRatePeakRssMb} MB, client ${fixedRate.clientCores} cores`,
+  `open loop ${RATE} req/s (median p99 of ${RATE_ROUNDS}): p50 ${round(fixedRate.p50Ms)} ms, p99 ${round(fixedRate.p99Ms)} ms, peak RSS ${fixedRatePeakRssMb} MB`,
 )
 
 log('3/3 start-up time to ready')
@@ -94,6 +106,7 @@ const summary = {
     ...fixedRate,
     peak_rss_mb: fixedRatePeakRssMb,
     harness_floor: { seconds: FLOOR_SECONDS, ...harnessFloor },
+    runs: fixedRateRuns,
   },
   startup: { ready_ms_median: readyMs, ready_ms_all: readyTimes.map((time) => round(time, 0)) },
   targets: TARGETS,
