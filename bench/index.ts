@@ -2,7 +2,7 @@ import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { prepareBenchDatabase, printIngest, runIngestBenchmark } from './ingest'
 import { type OpenLoopResult, openLoop } from './open-loop'
-import { log, megabytes, REDIS_URL, ROOT, round, spawnServer } from './support'
+import { log, medianBy, megabytes, REDIS_URL, ROOT, round, spawnServer } from './support'
 
 /**
  * `bun run bench`: the figures of the reliability issue, written to bench/results/summary.json.
@@ -77,7 +77,7 @@ try {
 } finally {
   await server.stop()
 }
-const fixedRate = [...fixedRateRuns].sort((a, b) => a.p99Ms - b.p99Ms)[Math.floor(fixedRateRuns.length / 2)]!
+const fixedRate = medianBy(fixedRateRuns, (run) => run.p99Ms)
 console.log(
   `open loop ${RATE} req/s (median p99 of ${RATE_ROUNDS}): p50 ${round(fixedRate.p50Ms)} ms, p99 ${round(fixedRate.p99Ms)} ms, peak RSS ${fixedRatePeakRssMb} MB`,
 )
@@ -90,7 +90,10 @@ for (let run = 0; run < 5; run++) {
   await started.stop()
 }
 readyTimes.sort((a, b) => a - b)
-const readyMs = round(readyTimes[2]!, 0)
+const readyMs = round(
+  medianBy(readyTimes, (time) => time),
+  0,
+)
 console.log(
   `ready after ${readyMs} ms (median of 5; all: ${readyTimes.map((time) => round(time, 0)).join(', ')})`,
 )

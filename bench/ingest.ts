@@ -4,6 +4,7 @@ import { provisionSources } from './provision'
 import {
   freshDatabase,
   log,
+  medianBy,
   megabytes,
   REDIS_URL,
   ROOT,
@@ -134,9 +135,10 @@ export async function runIngestBenchmark(
 
 /** The run with the median throughput, its peak RSS replaced by the highest seen. */
 function medianRun(runs: IngestFigures[]): IngestFigures {
-  const sorted = [...runs].sort((a, b) => a.requestsPerSecond - b.requestsPerSecond)
-  const median = sorted[Math.floor(sorted.length / 2)]!
-  return { ...median, peakRssMb: Math.max(...runs.map((run) => run.peakRssMb)) }
+  return {
+    ...medianBy(runs, (run) => run.requestsPerSecond),
+    peakRssMb: Math.max(...runs.map((run) => run.peakRssMb)),
+  }
 }
 
 export function printIngest(result: Awaited<ReturnType<typeof runIngestBenchmark>>): void {

@@ -5,8 +5,9 @@ import { createContext } from '../src/context'
 import { FakeClock } from '../src/lib/clock'
 import { MemoryRateLimiter } from '../src/lib/rate-limit'
 import { inboundService } from '../src/modules/inbound/service'
+import { answerWithoutWork } from './floor-server'
 import { prepareBenchDatabase } from './ingest'
-import { freePort, log, round, runWrk } from './support'
+import { freePort, log, medianBy, round, runWrk } from './support'
 
 /**
  * `bun run bench:pipeline`: CPU of the Bun process per inbound request with the I/O clients taken
@@ -41,14 +42,7 @@ async function cpuPerRequest(
 const { databaseUrl, keysFile } = await prepareBenchDatabase()
 
 const barePort = await freePort()
-const bare = Bun.serve({
-  port: barePort,
-  hostname: '127.0.0.1',
-  async fetch(request) {
-    await request.json()
-    return Response.json({ status: 'created', success: true, lead_id: Bun.randomUUIDv7() })
-  },
-})
+const bare = Bun.serve({ port: barePort, hostname: '127.0.0.1', fetch: answerWithoutWork })
 
 const servicePort = await freePort()
 const config = loadConfig({
@@ -89,7 +83,7 @@ try {
   await service.stop()
   await ctx.close()
 }
-const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!
+const median = (values: number[]) => medianBy(values, (value) => value)
 console.error(
   `Bun CPU per request (median of ${ROUNDS}): bare ${median(rows.map((row) => row.bare))} µs, inbound pipeline without I/O ${median(rows.map((row) => row.service))} µs`,
 )

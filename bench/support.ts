@@ -162,6 +162,12 @@ export async function cli(args: string[], env: Record<string, string>): Promise<
   return stdout
 }
 
+/** The item whose value is the median (the upper one of an even count); the benchmarks' single figure of several runs. */
+export function medianBy<T>(items: readonly T[], value: (item: T) => number): T {
+  if (items.length === 0) throw new Error('no runs to take a median of')
+  return [...items].sort((a, b) => value(a) - value(b))[Math.floor(items.length / 2)]!
+}
+
 export function percentile(sorted: number[], fraction: number): number {
   if (sorted.length === 0) return Number.NaN
   return sorted[Math.min(sorted.length - 1, Math.floor(fraction * sorted.length))]!
