@@ -80,6 +80,37 @@ function ingestItem(organizationId: string, sourceId: string, leadId: string) {
   }
 }
 
+/**
+ * Runs `hold` in a transaction on a connection of its own, starts `contender` while that transaction
+ * is open, and commits 300 ms later. `settledBeforeCommit` says whether the contender finished before
+ * the commit began, i.e. did not wait for the holder.
+ */
+async function contendWithOpenTransaction<T>(
+  hold: (transaction: postgres.TransactionSql) => Promise<unknown>,
+  contender: () => Promise<T>,
+): Promise<{ outcome: Promise<T>; settledBeforeCommit: boolean }> {
+  const holder = postgres(process.env.DATABASE_URL!, { max: 1, onnotice: () => {} })
+  let outcome: Promise<T> | undefined
+  let settledBeforeCommit = false
+  // Set as the transaction is about to commit: a contender that settles later did wait for it.
+  let committing = false
+  const settled = () => {
+    if (!committing) settledBeforeCommit = true
+  }
+  try {
+    await holder.begin(async (transaction) => {
+      await hold(transaction)
+      outcome = contender()
+      void outcome.then(settled, settled)
+      await Bun.sleep(300)
+      committing = true
+    })
+  } finally {
+    await holder.end()
+  }
+  return { outcome: outcome!, settledBeforeCommit }
+}
+
 /** Polls until the check passes or the time runs out; returns whether it passed in time. */
 async function within(milliseconds: number, check: () => Promise<boolean>): Promise<boolean> {
   const deadline = performance.now() + milliseconds
@@ -445,30 +476,18 @@ describe('deleting a source or an organization', () => {
     async () => {
       const { app, ctx, token, organization } = await setup()
       const created = await createViaApi(app, token)
-      const writer = postgres(process.env.DATABASE_URL!, { max: 1, onnotice: () => {} })
       const leadId = newId()
-      let deletion: Promise<Response> | undefined
-      let deletedWhileWriting = false
-      // Set as the transaction is about to commit: a deletion that ends later did wait for it.
-      let committing = false
-      try {
-        await writer.begin(async (transaction) => {
+      const { outcome: deletion, settledBeforeCommit } = await contendWithOpenTransaction(
+        async (transaction) => {
           const written = (await transaction.unsafe('select * from ingest_leads($1::jsonb)', [
             [ingestItem(organization.id, created.id, leadId)] as never,
           ])) as unknown as Array<Record<string, unknown>>
           expect([...written]).toEqual([{ idx: 0, lead_id: leadId, outcome: 'created' }])
-          deletion = call(app, token, 'DELETE', `${BASE}/${created.id}`)
-          void deletion.then(() => {
-            if (!committing) deletedWhileWriting = true
-          })
-          await Bun.sleep(300)
-          committing = true
-        })
-        expect(deletedWhileWriting).toBe(false)
-        expect((await deletion!).status).toBe(204)
-      } finally {
-        await writer.end()
-      }
+        },
+        () => call(app, token, 'DELETE', `${BASE}/${created.id}`),
+      )
+      expect(settledBeforeCommit).toBe(false)
+      expect((await deletion).status).toBe(204)
       const [lead] = await ctx.db.select().from(leads).where(eq(leads.id, leadId))
       expect(lead).toMatchObject({ id: leadId, sourceId: null })
       expect(await ctx.db.select().from(deliveryLogs).where(eq(deliveryLogs.sourceId, created.id))).toEqual(
@@ -482,29 +501,16 @@ describe('deleting a source or an organization', () => {
     async () => {
       const { app, ctx, token, organization } = await setup()
       const created = await createViaApi(app, token)
-      const deleter = postgres(process.env.DATABASE_URL!, { max: 1, onnotice: () => {} })
       const leadId = newId()
-      let write: Promise<unknown> | undefined
-      let settledDuringDeletion = false
-      // Set as the transaction is about to commit: a write that settles later did wait for it.
-      let committing = false
-      try {
-        await deleter.begin(async (transaction) => {
-          await transaction.unsafe('delete from webhook_sources where id = $1', [created.id])
-          write = ctx.database.query('select * from ingest_leads($1::jsonb)', [
+      const { outcome: write, settledBeforeCommit } = await contendWithOpenTransaction(
+        (transaction) => transaction.unsafe('delete from webhook_sources where id = $1', [created.id]),
+        () =>
+          ctx.database.query('select * from ingest_leads($1::jsonb)', [
             JSON.stringify([ingestItem(organization.id, created.id, leadId)]),
-          ])
-          void write.finally(() => {
-            if (!committing) settledDuringDeletion = true
-          })
-          await Bun.sleep(300)
-          committing = true
-        })
-        expect(settledDuringDeletion).toBe(false)
-        expect(await write).toEqual([])
-      } finally {
-        await deleter.end()
-      }
+          ]),
+      )
+      expect(settledBeforeCommit).toBe(false)
+      expect(await write).toEqual([])
       expect(await ctx.db.select().from(leads).where(eq(leads.id, leadId))).toEqual([])
       expect(await ctx.db.select().from(deliveryLogs).where(eq(deliveryLogs.sourceId, created.id))).toEqual(
         [],
