@@ -2,7 +2,7 @@ import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { prepareBenchDatabase, printIngest, runIngestBenchmark } from './ingest'
 import { type OpenLoopResult, openLoop } from './open-loop'
-import { log, medianBy, megabytes, REDIS_URL, ROOT, round, spawnServer } from './support'
+import { log, medianBy, megabytes, ROOT, round, spawnServer, spawnService } from './support'
 
 /**
  * `bun run bench`: the figures of the reliability issue, written to bench/results/summary.json.
@@ -23,7 +23,7 @@ const RATE_ROUNDS = Number(process.env.BENCH_RATE_ROUNDS ?? 3)
 const TARGETS = { ratio: 0.8, p99Ms: 25, peakRssMb: 200, readyMs: 1500 }
 
 const { databaseUrl, keysFile, keys } = await prepareBenchDatabase()
-const serviceEnv = { DATABASE_URL: databaseUrl, REDIS_URL, LOG_LEVEL: 'info' }
+const serviceEnv = { DATABASE_URL: databaseUrl }
 
 log('1/3 ingest throughput against the reference')
 const ingest = await runIngestBenchmark(databaseUrl, keysFile)
@@ -50,7 +50,7 @@ try {
 console.log(
   `harness floor ${RATE} req/s (server doing nothing): p50 ${round(harnessFloor.p50Ms)} ms, p99 ${round(harnessFloor.p99Ms)} ms, client ${harnessFloor.clientCores} cores`,
 )
-const server = await spawnServer(['bun', 'src/index.ts'], serviceEnv, '/readyz')
+const server = await spawnService(serviceEnv)
 const fixedRateRuns: OpenLoopResult[] = []
 let fixedRatePeakRssMb: number
 try {
@@ -85,7 +85,7 @@ console.log(
 log('3/3 start-up time to ready')
 const readyTimes: number[] = []
 for (let run = 0; run < 5; run++) {
-  const started = await spawnServer(['bun', 'src/index.ts'], serviceEnv, '/readyz')
+  const started = await spawnService(serviceEnv)
   readyTimes.push(started.readyMs)
   await started.stop()
 }

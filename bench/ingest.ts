@@ -6,11 +6,11 @@ import {
   log,
   medianBy,
   megabytes,
-  REDIS_URL,
   ROOT,
   round,
   runWrk,
   spawnServer,
+  spawnService,
   type WrkResult,
 } from './support'
 
@@ -60,12 +60,10 @@ export interface IngestRun extends IngestFigures {
 
 async function measure(
   label: string,
-  command: string[],
-  env: Record<string, string>,
-  readyPath: string,
+  start: () => ReturnType<typeof spawnServer>,
   keysFile: string,
 ): Promise<IngestRun> {
-  const server = await spawnServer(command, env, readyPath)
+  const server = await start()
   try {
     log(`${label}: warm-up ${WARMUP_SECONDS}s`)
     await runWrk({
@@ -144,18 +142,19 @@ export async function runIngestBenchmark(
     runs.service.push(
       await measure(
         'service',
-        ['bun', 'src/index.ts'],
-        { DATABASE_URL: databaseUrl, REDIS_URL, DATABASE_POOL_SIZE: POOL_SIZE, LOG_LEVEL: 'info' },
-        '/readyz',
+        () => spawnService({ DATABASE_URL: databaseUrl, DATABASE_POOL_SIZE: POOL_SIZE }),
         keysFile,
       ),
     )
     runs.reference.push(
       await measure(
         'reference',
-        ['bun', 'bench/reference-server.ts'],
-        { DATABASE_URL: databaseUrl, DATABASE_POOL_SIZE: POOL_SIZE },
-        '/',
+        () =>
+          spawnServer(
+            ['bun', 'bench/reference-server.ts'],
+            { DATABASE_URL: databaseUrl, DATABASE_POOL_SIZE: POOL_SIZE },
+            '/',
+          ),
         keysFile,
       ),
     )
