@@ -104,7 +104,8 @@ export async function prepareBenchDatabase(): Promise<{
   keysFile: string
   keys: string[]
 }> {
-  const databaseUrl = await freshDatabase('lead_capture_bench')
+  // BENCH_DATABASE: engineers sharing one PostgreSQL each bench on their own database.
+  const databaseUrl = await freshDatabase(process.env.BENCH_DATABASE ?? 'lead_capture_bench')
   log(`provisioning ${SOURCES} sources with the CLI`)
   const keys = await provisionSources(databaseUrl, SOURCES)
   const keysFile = join(ROOT, 'bench/results/keys.tmp')

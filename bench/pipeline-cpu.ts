@@ -3,6 +3,7 @@ import { createApp } from '../src/app'
 import { loadConfig } from '../src/config'
 import { createContext } from '../src/context'
 import { FakeClock } from '../src/lib/clock'
+import { inputGuard } from '../src/lib/input-guard'
 import { MemoryRateLimiter } from '../src/lib/rate-limit'
 import { inboundService } from '../src/modules/inbound/service'
 import { answerWithoutWork } from './floor-server'
@@ -16,6 +17,10 @@ import { freePort, log, medianBy, round, runWrk } from './support'
  * still go to PostgreSQL once per key, then come from the cache), so what is measured is the
  * framework, the hooks, validation, normalisation and the access log. wrk drives both; CPU is read
  * from /proc/self/stat around the measured run. A diagnostic for the ingest ratio, not a target.
+ *
+ * The shared input guard (src/lib/input-guard.ts) is measured the same way: a second app on its own
+ * context whose guard does nothing, run in the same rounds, so the difference is the guard's cost
+ * on the inbound path (target: at most 3 % of the pipeline's CPU).
  */
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 8)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
@@ -59,7 +64,20 @@ const repository = inboundService(ctx).repository
 repository.ingest = async () => ({ leadId: Bun.randomUUIDv7(), outcome: 'created' })
 const service = createApp(ctx).listen({ port: servicePort, hostname: '127.0.0.1' })
 
-const rows: Array<{ round: number; bare: number; service: number; serviceRps: number }> = []
+// The same pipeline with the input guard switched off (every check a no-op).
+const unguardedPort = await freePort()
+const unguardedCtx = await createContext(config, { limiter: new MemoryRateLimiter(), clock })
+inboundService(unguardedCtx).repository.ingest = repository.ingest
+const off = inputGuard(unguardedCtx)
+off.checkJsonDepth = () => {}
+off.unstorable = () => []
+off.checkRequest = () => {}
+off.checkDeclaredLength = () => {}
+off.arm = () => {}
+const unguarded = createApp(unguardedCtx).listen({ port: unguardedPort, hostname: '127.0.0.1' })
+
+const rows: Array<{ round: number; bare: number; service: number; serviceRps: number; unguarded: number }> =
+  []
 try {
   for (let index = 1; index <= ROUNDS; index++) {
     const baseline = await cpuPerRequest(
@@ -67,23 +85,44 @@ try {
       keysFile,
       `bare-${index}-${Date.now()}`,
     )
-    clock.advance(61_000)
-    const pipeline = await cpuPerRequest(
-      `http://127.0.0.1:${servicePort}`,
-      keysFile,
-      `pipe-${index}-${Date.now()}`,
-    )
-    rows.push({ round: index, bare: baseline.cpuUs, service: pipeline.cpuUs, serviceRps: pipeline.rps })
+    // Alternate which of the two apps runs first, so neither gains from running later.
+    const measure = async (port: number, tag: string) => {
+      clock.advance(61_000)
+      return cpuPerRequest(`http://127.0.0.1:${port}`, keysFile, `${tag}-${index}-${Date.now()}`)
+    }
+    let pipeline: { rps: number; cpuUs: number }
+    let withoutGuard: { rps: number; cpuUs: number }
+    if (index % 2 === 1) {
+      pipeline = await measure(servicePort, 'pipe')
+      withoutGuard = await measure(unguardedPort, 'unguarded')
+    } else {
+      withoutGuard = await measure(unguardedPort, 'unguarded')
+      pipeline = await measure(servicePort, 'pipe')
+    }
+    rows.push({
+      round: index,
+      bare: baseline.cpuUs,
+      service: pipeline.cpuUs,
+      serviceRps: pipeline.rps,
+      unguarded: withoutGuard.cpuUs,
+    })
     log(
-      `round ${index}: bare Bun.serve ${baseline.cpuUs} µs/request, inbound pipeline ${pipeline.cpuUs} µs/request`,
+      `round ${index}: bare Bun.serve ${baseline.cpuUs} µs/request, inbound pipeline ${pipeline.cpuUs} µs/request, without the input guard ${withoutGuard.cpuUs} µs/request`,
     )
   }
 } finally {
   bare.stop(true)
   await service.stop()
+  await unguarded.stop()
   await ctx.close()
+  await unguardedCtx.close()
 }
 const median = (values: number[]) => medianBy(values, (value) => value)
 console.error(
   `Bun CPU per request (median of ${ROUNDS}): bare ${median(rows.map((row) => row.bare))} µs, inbound pipeline without I/O ${median(rows.map((row) => row.service))} µs`,
+)
+const guarded = median(rows.map((row) => row.service))
+const unguardedMedian = median(rows.map((row) => row.unguarded))
+console.error(
+  `input guard: ${round(guarded - unguardedMedian, 1)} µs/request of ${guarded} µs = ${round(((guarded - unguardedMedian) / guarded) * 100, 2)} % of the inbound pipeline's CPU (medians; without the guard ${unguardedMedian} µs)`,
 )

@@ -1,5 +1,6 @@
 import { Elysia } from 'elysia'
 import type { AppContext } from './context'
+import { canonicalRequest } from './lib/http'
 import { authModule } from './modules/auth'
 import { deliveryLogsModule } from './modules/delivery-logs'
 import { healthModule } from './modules/health'
@@ -9,23 +10,43 @@ import { membersModule } from './modules/members'
 import { patModule } from './modules/pat'
 import { sourcesModule } from './modules/sources'
 import { errorsPlugin } from './plugins/errors'
+import { inputGuardPlugin } from './plugins/input-guard'
 import { openapiPlugin } from './plugins/openapi'
-import { rateLimitPlugin } from './plugins/rate-limit'
-import { requestContextPlugin } from './plugins/request-context'
+import { RouteTemplates, rateLimitPlugin } from './plugins/rate-limit'
+import { requestContextPlugin, requestRegistry } from './plugins/request-context'
 import { type BuiltTracker, trackerModule } from './tracker'
 
 /**
  * The root Elysia instance: no listen, no top-level await, so tests import it and call
  * `app.handle(request)`. Order matters: request context, then errors, then the rate limiter (so its
- * headers are known before routing), then the modules.
+ * headers are known before routing), then the input guard (body size, JSON depth, storable text;
+ * after the limiter so its refusals carry the limit headers), then the modules.
  * `options.tracker` is the prebuilt tracker.js (src/index.ts builds it before listening, so a broken
  * build stops start-up); without it the script is built on its first request.
  */
 export function createApp(ctx: AppContext, options: { tracker?: BuiltTracker } = {}) {
-  return new Elysia()
+  // The limiter runs before routing; it names buckets after the templates of the routes below.
+  const routes = new RouteTemplates()
+  const registry = requestRegistry(ctx)
+  const app = new Elysia({
+    // Bun answers a body over its cap with a bare 413 (no body, no request id, no rate-limit
+    // headers) before the app sees it; the input guard enforces its 1 MiB limit itself with
+    // the JSON error, and Bun discards unread bodies without buffering them, so its cap is lifted.
+    serve: { maxRequestBodySize: Number.MAX_SAFE_INTEGER },
+  })
+    // Routing, limits and logs see one path: a relative URL (a request line without Host, as
+    // HAProxy's default check sends) or a trailing slash is rewritten before Elysia reads it. The
+    // copy has no socket, so the client IP is taken from the original first.
+    .wrap((handle) => (request: Request) => {
+      const canonical = canonicalRequest(request)
+      if (!canonical) return handle(request)
+      registry.open(canonical, app.server?.requestIP(request)?.address)
+      return handle(canonical)
+    })
     .use(requestContextPlugin(ctx))
     .use(errorsPlugin(ctx))
-    .use(rateLimitPlugin(ctx))
+    .use(rateLimitPlugin(ctx, routes))
+    .use(inputGuardPlugin(ctx))
     .use(openapiPlugin())
     .use(healthModule(ctx))
     .use(inboundModule(ctx))
@@ -36,6 +57,8 @@ export function createApp(ctx: AppContext, options: { tracker?: BuiltTracker } =
     .use(leadsModule(ctx))
     .use(patModule(ctx))
     .use(membersModule(ctx))
+  routes.load(app.routes)
+  return app
 }
 
 export type App = ReturnType<typeof createApp>

@@ -24,6 +24,7 @@ export const EnvSchema = Type.Object({
   PLATFORM_RATE_LIMIT_PER_MIN: Type.Integer({ minimum: 1, default: 600_000 }),
   DATABASE_POOL_SIZE: Type.Integer({ minimum: 1, maximum: 200, default: 10 }),
   SHUTDOWN_TIMEOUT_MS: Type.Integer({ minimum: 0, maximum: 600_000, default: 10_000 }),
+  SHUTDOWN_DELAY_MS: Type.Integer({ minimum: 0, maximum: 600_000, default: 5_000 }),
 })
 
 export type Env = Static<typeof EnvSchema>
@@ -45,6 +46,8 @@ export interface Config {
   platformRateLimitPerMin: number
   databasePoolSize: number
   shutdownTimeoutMs: number
+  /** After SIGTERM: /readyz answers 503 and everything else is still served for this long. */
+  shutdownDelayMs: number
 }
 
 export class ConfigError extends Error {
@@ -108,6 +111,7 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
     platformRateLimitPerMin: env.PLATFORM_RATE_LIMIT_PER_MIN,
     databasePoolSize: env.DATABASE_POOL_SIZE,
     shutdownTimeoutMs: env.SHUTDOWN_TIMEOUT_MS,
+    shutdownDelayMs: env.SHUTDOWN_DELAY_MS,
   }
 }
 

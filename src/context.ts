@@ -17,10 +17,21 @@ export interface AppContext {
   limiter: RateLimiter
   logger: Logger
   clock: Clock
-  lifecycle: { draining: boolean }
+  lifecycle: Lifecycle
   /** Resources to release on shutdown, in reverse order of creation. */
   onClose(task: () => Promise<void> | void): void
   close(): Promise<void>
+}
+
+export interface Lifecycle {
+  /** Set on SIGTERM: /readyz answers 503 from then on. */
+  draining: boolean
+  /**
+   * performance.now() of the last request refused because the database could not serve (no
+   * connection to be had: 53300, 57P0x, 08xxx); -Infinity when none. /readyz stays 503 for a
+   * while after it, so the balancer sends traffic elsewhere until connections can be had again.
+   */
+  databaseUnavailableAt: number
 }
 
 export interface ContextOverrides {
@@ -80,7 +91,7 @@ export async function createContext(config: Config, overrides: ContextOverrides 
     limiter,
     logger,
     clock,
-    lifecycle: { draining: false },
+    lifecycle: { draining: false, databaseUnavailableAt: Number.NEGATIVE_INFINITY },
     onClose(task) {
       closers.push(task)
     },

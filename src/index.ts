@@ -1,8 +1,9 @@
 import { createApp } from './app'
 import { type Config, ConfigError, loadConfig } from './config'
-import { createContext } from './context'
+import { type AppContext, createContext } from './context'
 import { runMigrations } from './db/migrate'
 import { refreshPlannerStatistics, STATISTICS_CHECK_INTERVAL_MS } from './db/planner-statistics'
+import { describeError } from './lib/errors'
 import { startPeriodicJobs } from './lib/periodic'
 import { deliveryLogJobs } from './modules/delivery-logs/jobs'
 import { type BuiltTracker, buildTracker } from './tracker'
@@ -21,7 +22,22 @@ try {
   throw error
 }
 
-const ctx = await createContext(config)
+let ctx: AppContext
+try {
+  ctx = await createContext(config)
+} catch (error) {
+  // No logger yet: the message alone, on stderr (a locked DATA_DIR says who holds it).
+  const described = describeError(error)
+  console.error(
+    JSON.stringify({
+      level: 'error',
+      time: new Date().toISOString(),
+      msg: 'start-up failed',
+      error: described,
+    }),
+  )
+  process.exit(1)
+}
 const { logger } = ctx
 logger.info('starting', {
   database: ctx.database.location,
@@ -31,7 +47,8 @@ logger.info('starting', {
 try {
   await runMigrations(config, ctx.database, logger)
 } catch (error) {
-  logger.error('migrations failed', { error })
+  // The SQLSTATE and message of the cause ("53300 too many connections"), not Drizzle's wrapper.
+  logger.error('migrations failed: start-up stopped', { error: describeError(error) })
   await ctx.close()
   process.exit(1)
 }
@@ -43,7 +60,7 @@ try {
   tracker = await buildTracker()
   logger.info('tracker.js built', { raw_bytes: tracker.rawBytes, gzip_bytes: tracker.gzipBytes })
 } catch (error) {
-  logger.error('tracker.js build failed: start-up stopped', { error })
+  logger.error('tracker.js build failed: start-up stopped', { error: describeError(error) })
   await ctx.close()
   process.exit(1)
 }
@@ -62,8 +79,8 @@ startPeriodicJobs(ctx, [
 const app = createApp(ctx, { tracker }).listen({
   port: config.port,
   hostname: config.host,
-  // The inbound route enforces its own 100 KB limit while reading; this only caps everything else.
-  maxRequestBodySize: 1024 * 1024,
+  // Body limits are the app's (createApp lifts Bun's cap, whose 413 is bare): 1 MiB for every
+  // route, 100 KB on the inbound route, both answered as JSON errors.
 })
 
 logger.info('ready', {
@@ -73,12 +90,30 @@ logger.info('ready', {
 })
 
 /**
- * SIGTERM/SIGINT: readiness goes 503 at once, the listener stops taking connections, in-flight
- * requests finish (bounded by SHUTDOWN_TIMEOUT_MS), then pools close.
+ * SIGTERM/SIGINT, the pre-stop pattern of Kubernetes and of load-balancer deregistration delays:
+ * /readyz answers 503 at once while everything else is still served for SHUTDOWN_DELAY_MS, so a
+ * balancer that checks every `inter` and needs `fall` failures takes the replica out before its
+ * port closes (set the delay above inter × fall). Then the listener stops taking connections,
+ * in-flight requests finish (bounded by SHUTDOWN_TIMEOUT_MS), pools close, exit 0.
+ * A second signal skips the rest of the delay.
  */
+let skipDelay: (() => void) | undefined
 async function shutdown(signal: string) {
-  if (ctx.lifecycle.draining) return
+  if (ctx.lifecycle.draining) {
+    skipDelay?.()
+    return
+  }
   ctx.lifecycle.draining = true
+  logger.info('shutdown: readiness 503, still serving', { signal, delay_ms: config.shutdownDelayMs })
+  if (config.shutdownDelayMs > 0) {
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, config.shutdownDelayMs)
+      skipDelay = () => {
+        clearTimeout(timer)
+        resolve()
+      }
+    })
+  }
   logger.info('shutdown: draining in-flight requests', { signal })
   const deadline = setTimeout(() => {
     logger.warn('shutdown: timeout reached, closing remaining connections')

@@ -1,6 +1,7 @@
 import { parseArgs } from 'node:util'
 import { Value } from '@sinclair/typebox/value'
-import { Email, Password } from '../modules/auth/model'
+import { passwordProblem } from '../lib/passwords'
+import { Email } from '../modules/auth/model'
 
 /** A wrong invocation: printed with the command's usage, exit code 2. */
 export class UsageError extends Error {
@@ -42,8 +43,16 @@ export function checkEmail(value: string | undefined, flag: string, problems: st
   return value?.trim() ?? ''
 }
 
-export function checkPassword(value: string | undefined, flag: string, problems: string[]): string {
+/** The password rules of lib/passwords.ts (those of sign-up and of members added by others). */
+export async function checkPassword(
+  value: string | undefined,
+  flag: string,
+  problems: string[],
+): Promise<string> {
   if (!value) problems.push(`${flag} is required`)
-  else if (!Value.Check(Password, value)) problems.push(`${flag} must be 8 to 256 characters`)
+  else {
+    const problem = await passwordProblem(value)
+    if (problem) problems.push(`${flag} ${problem}`)
+  }
   return value ?? ''
 }

@@ -1,6 +1,7 @@
 import type { PlanName } from '../config'
 import type { AppContext } from '../context'
 import { isUuid } from '../lib/ids'
+import { cleanName } from '../lib/names'
 import { planFeatures } from '../lib/permissions'
 import { identityService } from '../modules/auth/service'
 import { checkEmail, checkPassword, parseOptions, UsageError } from './args'
@@ -20,11 +21,11 @@ const SET_PLAN_USAGE = `usage: bun run cli orgs set-plan <organization id> <${PL
 async function create(ctx: AppContext, args: string[], io: CommandIo): Promise<number> {
   const { values } = parseOptions(args, ['name', 'owner-email', 'password', 'plan'], 0)
   const problems: string[] = []
-  const name = values.name?.trim() ?? ''
-  if (!name) problems.push('--name is required')
+  const name = cleanName(values.name ?? '') ?? ''
+  if (!name) problems.push('--name is required (not only spaces)')
   if (name.length > 200) problems.push('--name must be at most 200 characters')
   const email = checkEmail(values['owner-email'], '--owner-email', problems)
-  const password = checkPassword(values.password, '--password', problems)
+  const password = await checkPassword(values.password, '--password', problems)
   const plan = values.plan ?? ctx.config.defaultPlan
   if (!isPlan(plan)) problems.push(`--plan must be one of ${PLANS.join(', ')}`)
   if (problems.length > 0 || !isPlan(plan)) throw new UsageError(problems)

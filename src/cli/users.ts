@@ -14,7 +14,7 @@ async function create(ctx: AppContext, args: string[], io: CommandIo): Promise<n
   const org = values.org?.trim() ?? ''
   if (!isUuid(org)) problems.push('--org must be an organization id (UUID)')
   const email = checkEmail(values.email, '--email', problems)
-  const password = checkPassword(values.password, '--password', problems)
+  const password = await checkPassword(values.password, '--password', problems)
   const role = values.role?.trim() ?? ''
   if (!isRole(role)) problems.push(`--role must be one of ${ROLES.join(', ')}`)
   if (problems.length > 0 || !isRole(role)) throw new UsageError(problems)

@@ -3,6 +3,7 @@ import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core'
 import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js'
 import postgres from 'postgres'
 import type { Config } from '../config'
+import { acquireDataDirLock } from './data-dir-lock'
 import * as schema from './schema'
 
 export type Schema = typeof schema
@@ -90,8 +91,15 @@ async function openPglite(dataDir: string | undefined): Promise<DatabaseHandle> 
     import('drizzle-orm/pglite'),
   ])
   if (dataDir) mkdirSync(dataDir, { recursive: true })
+  // One process per data directory: a second one (service or CLI) stops here, before opening it.
+  const lock = dataDir ? acquireDataDirLock(dataDir) : null
   const client = dataDir ? new PGlite(dataDir) : new PGlite()
-  await client.waitReady
+  try {
+    await client.waitReady
+  } catch (error) {
+    lock?.release()
+    throw error
+  }
   const db = drizzlePglite(client, { schema }) as unknown as Database
   return {
     engine: 'pglite',
@@ -111,7 +119,11 @@ async function openPglite(dataDir: string | undefined): Promise<DatabaseHandle> 
       return (await client.query<Row>(text, params)).rows
     },
     async close() {
-      if (!client.closed) await client.close()
+      try {
+        if (!client.closed) await client.close()
+      } finally {
+        lock?.release()
+      }
     },
   }
 }

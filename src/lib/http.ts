@@ -25,6 +25,9 @@ export class RequestRegistry {
   }
 
   open(request: Request, socketAddress: string | undefined): RequestMeta {
+    // Already opened by the canonical-path wrapper (createApp), with the socket of the original.
+    const existing = this.entries.get(request)
+    if (existing) return existing
     const incoming = request.headers.get('x-request-id')
     const meta: RequestMeta = {
       requestId: incoming && REQUEST_ID_PATTERN.test(incoming) ? incoming : newId(),
@@ -61,10 +64,55 @@ export class RequestRegistry {
   }
 }
 
-/** Path as it may be logged: secrets in it are masked by the logger, the query string dropped. */
-export function pathOf(request: Request): string {
+/**
+ * The canonical path of a request: the one function behind rate limits, probe exemptions and access
+ * logs (routing agrees: Bun's router ignores the request-line form and a trailing slash).
+ * Bun hands over the request target as written when the request has no Host header (HAProxy's
+ * default check is `GET /readyz HTTP/1.0`): `request.url` is then relative (`/readyz`), not
+ * `http://host/readyz`. Both forms give the same path; the query string is dropped and trailing
+ * slashes are removed, so `/api/auth/login/` counts against the login limit like `/api/auth/login`.
+ */
+export function requestPath(request: Request): string {
   const url = request.url
-  const start = url.indexOf('/', url.indexOf('//') + 2)
-  const query = url.indexOf('?', start)
-  return start === -1 ? '/' : url.slice(start, query === -1 ? undefined : query)
+  let start: number
+  if (url.charCodeAt(0) === 47) start = 0
+  else {
+    const scheme = url.indexOf('//')
+    start = url.indexOf('/', scheme === -1 ? 0 : scheme + 2)
+    if (start === -1) return '/'
+  }
+  let end = url.indexOf('?', start)
+  if (end === -1) end = url.length
+  while (end - start > 1 && url.charCodeAt(end - 1) === 47) end--
+  return url.slice(start, end)
+}
+
+/**
+ * The request with its URL in canonical form (absolute, path as `requestPath` gives it), or null
+ * when it already is: Elysia's router reads the path from `request.url` by position and would
+ * misroute a relative URL (`/api/webhook/sources` → `/sources`), so routing must see the same path
+ * as limits and logs. Only non-canonical requests (no Host, trailing slash) pay for the copy.
+ */
+export function canonicalRequest(request: Request): Request | null {
+  const url = request.url
+  const relative = url.charCodeAt(0) === 47
+  const query = url.indexOf('?')
+  const end = query === -1 ? url.length : query
+  if (!relative && url.charCodeAt(end - 1) !== 47) return null
+  const origin = relative ? 'http://localhost' : url.slice(0, url.indexOf('/', url.indexOf('//') + 2))
+  const canonical = `${origin}${requestPath(request)}${query === -1 ? '' : url.slice(query)}`
+  if (canonical === url) return null
+  return new Request(canonical, {
+    method: request.method,
+    headers: request.headers,
+    body: request.body,
+    signal: request.signal,
+    // A streamed body (the inbound route reads it incrementally) stays a stream.
+    duplex: 'half',
+  } as RequestInit)
+}
+
+/** Liveness and readiness probes: never rate-limited, never logged per request. */
+export function isProbePath(path: string): boolean {
+  return path === '/healthz' || path === '/readyz'
 }

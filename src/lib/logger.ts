@@ -71,11 +71,12 @@ export function createLogger(
   }
   const accessEnabled = LEVELS.info >= threshold
   return {
-    // On the hot path: only the path can carry a secret, so only it goes through the masker.
+    // On the hot path: only the path and the client-chosen request id can carry a secret, so only
+    // they go through the masker.
     access: (entry) => {
       if (!accessEnabled) return
       sink(
-        `{"level":"info","time":"${new Date().toISOString()}","msg":"request","request_id":${JSON.stringify(entry.requestId)},"method":${JSON.stringify(entry.method)},"path":${JSON.stringify(maskSecretsInText(entry.path))},"status":${entry.status},"duration_ms":${entry.durationMs},"client_ip":${JSON.stringify(entry.clientIp)}}\n`,
+        `{"level":"info","time":"${new Date().toISOString()}","msg":"request","request_id":${JSON.stringify(maskSecretsInText(entry.requestId))},"method":${JSON.stringify(entry.method)},"path":${JSON.stringify(maskSecretsInText(entry.path))},"status":${entry.status},"duration_ms":${entry.durationMs},"client_ip":${JSON.stringify(entry.clientIp)}}\n`,
       )
     },
     debug: (message, fields) => write('debug', message, fields),

@@ -96,7 +96,41 @@ export function secretHints(value: string): { first4: string; last4: string } {
 
 const ANY_SECRET = /(flwh_|fl_pat_|fl_sess_)([0-9A-Za-z]{4})[0-9A-Za-z]{4,}([0-9A-Za-z]{4})/g
 
-/** Masks every secret-looking token in free text (paths, log lines). */
+/**
+ * A run of characters that may spell a secret once decoded: secret characters written as they
+ * are, percent-encoded (`%42`, or double-encoded `%2542`) or as JSON / JavaScript `\uXXXX`
+ * escapes. `flwh_%42Fd…` in a path and `"\u0066l_pat_…"` in a body are as usable as the plain key.
+ */
+const ENCODED_RUN = /(?:[0-9A-Za-z_]|%(?:25)*[0-9A-Fa-f]{2}|\\u[0-9A-Fa-f]{4})+/g
+const ENCODED_UNIT = /[0-9A-Za-z_]|%(?:25)*([0-9A-Fa-f]{2})|\\u([0-9A-Fa-f]{4})/g
+
+/**
+ * Masks every secret-looking token in free text (paths, log lines, stored request facts), also when
+ * it is percent-encoded or `\u`-escaped. Only the characters of the secret are replaced (by its
+ * plain mask); everything around it keeps its encoding, so a masked path is still a path and a
+ * masked JSON text still parses.
+ */
 export function maskSecretsInText(text: string): string {
-  return text.replace(ANY_SECRET, '$1$2…$3')
+  const plain = text.replace(ANY_SECRET, '$1$2…$3')
+  if (!plain.includes('%') && !plain.includes('\\u')) return plain
+  return plain.replace(ENCODED_RUN, maskEncodedRun)
+}
+
+function maskEncodedRun(run: string): string {
+  if (!run.includes('%') && !run.includes('\\')) return run
+  // Each unit decodes to exactly one UTF-16 code unit, so decoded offsets index `units`.
+  const units: string[] = []
+  let decoded = ''
+  for (const unit of run.matchAll(ENCODED_UNIT)) {
+    units.push(unit[0])
+    const hex = unit[1] ?? unit[2]
+    decoded += hex === undefined ? unit[0] : String.fromCharCode(Number.parseInt(hex, 16))
+  }
+  let out = ''
+  let at = 0
+  for (const match of decoded.matchAll(ANY_SECRET)) {
+    out += units.slice(at, match.index).join('') + `${match[1]}${match[2]}…${match[3]}`
+    at = match.index + match[0].length
+  }
+  return at === 0 ? run : out + units.slice(at).join('')
 }

@@ -3,7 +3,7 @@ import type { AppContext } from '../context'
 import { errors } from '../lib/errors'
 import { perContext } from '../lib/memo'
 import type { Feature, Permission } from '../lib/permissions'
-import { CredentialResolver } from '../modules/auth/credentials'
+import { CredentialResolver, INVALID_CREDENTIAL_MESSAGE } from '../modules/auth/credentials'
 
 export interface AuthRequirement {
   /** Permission the principal must hold (after PAT scope intersection). */
@@ -16,14 +16,8 @@ export interface AuthRequirement {
 
 export const credentialResolver = perContext((ctx: AppContext) => new CredentialResolver(ctx))
 
-const UNAUTHORIZED_MESSAGES: Record<string, string> = {
-  missing:
-    'authentication required: send a session token or PAT as "Authorization: Bearer <token>" or "X-API-Key"',
-  malformed: 'the token is not a valid session token or personal access token',
-  unknown: 'the token is invalid',
-  expired: 'the token has expired',
-  revoked: 'the token has been revoked',
-}
+const MISSING_CREDENTIAL_MESSAGE =
+  'authentication required: send a session token or PAT as "Authorization: Bearer <token>", or a PAT as "X-API-Key: <token>"'
 
 /**
  * The `auth` macro: `{ auth: { permission: 'settings.integrations', feature: 'integrations' } }` on a
@@ -38,7 +32,7 @@ export const authPlugin = perContext((ctx: AppContext) => {
         const authentication = await resolver.authenticate(request)
         if (!authentication.ok) {
           throw errors.unauthorized(
-            UNAUTHORIZED_MESSAGES[authentication.reason] ?? 'unauthorized',
+            authentication.tokenSent ? INVALID_CREDENTIAL_MESSAGE : MISSING_CREDENTIAL_MESSAGE,
             authentication.tokenSent,
           )
         }

@@ -1,6 +1,6 @@
 import { Elysia } from 'elysia'
 import type { AppContext } from '../context'
-import { AppError, errors, isDatabaseUnavailable, type ValidationDetail } from '../lib/errors'
+import { AppError, describeDatabaseError, describeError, errors, type ValidationDetail } from '../lib/errors'
 import { requestRegistry } from './request-context'
 
 interface ValidationLike {
@@ -18,7 +18,10 @@ export function errorsPlugin(ctx: AppContext) {
   return new Elysia({ name: 'errors' }).onError({ as: 'global' }, ({ code, error, request, set }) => {
     const meta = registry.get(request)
     let appError: AppError
+    const cause = (error as { cause?: unknown }).cause
     if (error instanceof AppError) appError = error
+    // Elysia wraps whatever a parse hook throws in a ParseError: the input guard's refusals.
+    else if (code === 'PARSE' && cause instanceof AppError) appError = cause
     else if (code === 'VALIDATION') {
       const details = validationDetails(error as unknown as ValidationLike)
       appError = errors.validation('the request does not match the schema', details)
@@ -27,11 +30,13 @@ export function errorsPlugin(ctx: AppContext) {
     } else if (code === 'NOT_FOUND') appError = errors.notFound('route')
     else if (code === 'PARSE') appError = errors.invalidBody('the request body could not be parsed')
     else if (code === 'INVALID_COOKIE_SIGNATURE') appError = errors.validation('invalid cookie')
-    else if (isDatabaseUnavailable(error)) {
-      ctx.logger.error('database unavailable', { request_id: meta.requestId, error })
+    else if (describeDatabaseError(error)?.unavailable) {
+      // /readyz reports the replica not ready while this keeps happening (see the health module).
+      ctx.lifecycle.databaseUnavailableAt = performance.now()
+      ctx.logger.error('database unavailable', { request_id: meta.requestId, error: describeError(error) })
       appError = errors.serviceUnavailable()
     } else {
-      ctx.logger.error('unhandled error', { request_id: meta.requestId, error })
+      ctx.logger.error('unhandled error', { request_id: meta.requestId, error: describeError(error) })
       appError = new AppError(500, 'internal_error', 'an unexpected error occurred')
     }
     if (appError.status >= 500 && appError.status !== 503) {

@@ -31,6 +31,10 @@ export function openapiPlugin() {
           '(seconds until the sliding window frees a slot) for the most constraining bucket; a 429 also',
           'carries `Retry-After`. Errors have the body `{ error, message, request_id }` plus fields of',
           'their own (`details` on 400; `limit`, `remaining`, `retry_after` on 429).',
+          '',
+          'Input limits on every route: bodies up to 1 MiB (102,400 bytes on the inbound route), else 413',
+          '`payload_too_large`; JSON nested at most 32 levels, else 400 `invalid_body`; no NUL or unpaired',
+          'surrogate in any body value, key, query or path parameter, else 400 `validation_failed` naming it.',
         ].join('\n'),
       },
       tags: [
@@ -52,13 +56,15 @@ export function openapiPlugin() {
           bearerAuth: {
             type: 'http',
             scheme: 'bearer',
-            description: 'A session token (`fl_sess_…`) or personal access token (`fl_pat_…`)',
+            description:
+              'A session token (`fl_sess_…`) or personal access token (`fl_pat_…`), as `Authorization: Bearer <token>` (the scheme in any case; a token without it is refused with 401)',
           },
           apiKeyAuth: {
             type: 'apiKey',
             in: 'header',
             name: 'X-API-Key',
-            description: 'A personal access token',
+            description:
+              'A personal access token (`fl_pat_…`) only: a session token sent here is refused with 401',
           },
         },
       },

@@ -1,7 +1,7 @@
 import { Elysia } from 'elysia'
 import type { AppContext } from '../context'
 import { AppError } from '../lib/errors'
-import { pathOf } from '../lib/http'
+import { isProbePath, requestPath } from '../lib/http'
 import { type RateLimitResult, type RateLimitRule, retryAfterSeconds } from '../lib/rate-limit'
 import { credentialResolver } from './auth'
 import { requestRegistry } from './request-context'
@@ -31,7 +31,7 @@ const TIGHTER_LIMITS: Array<{
 
 /** Paths the global hook leaves alone: probes are never counted; the inbound route limits itself. */
 export function isSelfLimitedPath(path: string): boolean {
-  return path === '/healthz' || path === '/readyz' || path.startsWith('/api/webhook/lead/')
+  return isProbePath(path) || path.startsWith('/api/webhook/lead/')
 }
 
 /**
@@ -44,15 +44,46 @@ export function platformRule(ctx: AppContext): RateLimitRule {
   return { bucket: 'platform', key: 'all', limit: ctx.config.platformRateLimitPerMin, windowMs: WINDOW_MS }
 }
 
-/** `/api/webhook/sources/0190…/logs` → `/api/webhook/sources/:id/logs`: one bucket per endpoint. */
-export function endpointOf(method: string, path: string): string {
-  const normalised = path
-    .split('/')
-    .map((segment) =>
-      /^[0-9a-f]{8}-[0-9a-f-]{27}$/i.test(segment) || /^(flwh|fl)_/.test(segment) ? ':id' : segment,
-    )
-    .join('/')
-  return `${method} ${normalised}`
+/**
+ * The route templates of the app (`GET /api/webhook/sources/:id/logs`), filled once the app is
+ * built (createApp), so a bucket is named after the endpoint a path reaches and never after the
+ * path itself: a Redis key must not embed unbounded client input. A path no route matches counts
+ * as `unmatched`.
+ */
+export class RouteTemplates {
+  private byMethod = new Map<string, Array<{ pattern: RegExp; template: string }>>()
+
+  load(routes: ReadonlyArray<{ method: string; path: string }>): void {
+    const byMethod = new Map<string, Array<{ pattern: RegExp; template: string }>>()
+    for (const { method, path } of routes) {
+      const canonical = path.length > 1 ? path.replace(/\/+$/, '') : path
+      const source = canonical
+        .split('/')
+        .map((segment) =>
+          segment.startsWith(':')
+            ? '[^/]+'
+            : segment === '*'
+              ? '.*'
+              : segment.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'),
+        )
+        .join('/')
+      const list = byMethod.get(method) ?? []
+      if (!list.some((entry) => entry.template === canonical)) {
+        list.push({ pattern: new RegExp(`^${source}$`), template: canonical })
+      }
+      byMethod.set(method, list)
+    }
+    this.byMethod = byMethod
+  }
+
+  /** `GET /api/webhook/sources/0190…/logs` → `GET /api/webhook/sources/:id/logs`, else `unmatched`. */
+  endpointOf(method: string, path: string): string {
+    for (const list of [this.byMethod.get(method), this.byMethod.get('ALL')]) {
+      const found = list?.find((entry) => entry.pattern.test(path))
+      if (found) return `${method} ${found.template}`
+    }
+    return 'unmatched'
+  }
 }
 
 export function rateLimitHeaders(result: RateLimitResult): Record<string, string> {
@@ -96,14 +127,17 @@ export async function enforceRateLimit(
 }
 
 /**
- * Management traffic: platform-wide bucket plus one bucket per principal (user) and endpoint, by
- * IP when anonymous. Runs before routing, so 404s and 401s carry the headers too.
+ * Management traffic: platform-wide bucket plus one bucket per user and endpoint (its route
+ * template). Anonymous requests (no valid credential, unmatched paths included) share one bucket
+ * per client IP, whatever path they name: their only use is a 401 or a 404, and a key per path
+ * would let one client create buckets without bound. Runs before routing, so 404s and 401s carry
+ * the headers too.
  */
-export function rateLimitPlugin(ctx: AppContext) {
+export function rateLimitPlugin(ctx: AppContext, routes: RouteTemplates) {
   const registry = requestRegistry(ctx)
   const resolver = credentialResolver(ctx)
   return new Elysia({ name: 'rate-limit' }).onRequest(async ({ request, set }) => {
-    const path = pathOf(request)
+    const path = requestPath(request)
     if (isSelfLimitedPath(path)) return
     if (PLATFORM_ONLY_PATHS.has(path)) {
       await enforceRateLimit(ctx, request, set.headers, [platformRule(ctx)])
@@ -111,18 +145,19 @@ export function rateLimitPlugin(ctx: AppContext) {
     }
     const meta = registry.get(request)
     const tighter = TIGHTER_LIMITS.find((rule) => rule.method === request.method && rule.path.test(path))
-    let subject = `ip:${meta.clientIp}`
+    let key = `ip:${meta.clientIp}`
     if (!tighter || tighter.per === 'user') {
       // A database outage must not hide the headers: fall back to the IP as the subject.
       const authentication = await resolver.authenticate(request).catch(() => null)
-      if (authentication?.ok) subject = `user:${authentication.principal.userId}`
+      if (authentication?.ok) {
+        key = `user:${authentication.principal.userId}:${tighter ? tighter.bucket : routes.endpointOf(request.method, path)}`
+      } else if (!tighter) key = `ip:${meta.clientIp}:anonymous`
     }
-    const endpoint = tighter ? tighter.bucket : endpointOf(request.method, path)
     await enforceRateLimit(ctx, request, set.headers, [
       platformRule(ctx),
       {
         bucket: tighter ? tighter.bucket : 'management',
-        key: `${subject}:${endpoint}`,
+        key,
         limit: tighter ? tighter.limit : MANAGEMENT_LIMIT_PER_MIN,
         windowMs: WINDOW_MS,
       },

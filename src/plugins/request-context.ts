@@ -1,6 +1,6 @@
 import { Elysia } from 'elysia'
 import type { AppContext } from '../context'
-import { pathOf, RequestRegistry } from '../lib/http'
+import { isProbePath, RequestRegistry, requestPath } from '../lib/http'
 import { perContext } from '../lib/memo'
 
 export const requestRegistry = perContext((ctx: AppContext) => new RequestRegistry(ctx.config.trustProxy))
@@ -18,8 +18,8 @@ export function requestContextPlugin(ctx: AppContext) {
     })
     .onAfterResponse({ as: 'global' }, ({ request, set }) => {
       const meta = registry.get(request)
-      const path = pathOf(request)
-      if (path === '/healthz' || path === '/readyz') return
+      const path = requestPath(request)
+      if (isProbePath(path)) return
       ctx.logger.access({
         requestId: meta.requestId,
         method: request.method,

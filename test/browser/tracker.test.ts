@@ -1,150 +1,43 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'bun:test'
-import { existsSync } from 'node:fs'
 import { asc, eq } from 'drizzle-orm'
-import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core'
-import { createApp } from '../../src/app'
+import type { Page } from 'playwright-core'
 import type { AppContext } from '../../src/context'
 import { deliveryLogs, leads } from '../../src/db/schema'
-import { createOrganization, createSource } from '../helpers/factories'
-import { makeTestContext } from '../helpers/test-app'
+import { createSource } from '../helpers/factories'
+import {
+  type BrowserHarness,
+  eventually,
+  forbiddenIn,
+  loaded,
+  SETUP_TIMEOUT_MS,
+  startBrowserHarness,
+  TIMEOUT_MS,
+} from './support'
 
-/**
- * tracker.js in a real headless Chromium against the real HTTP server. The test page comes from a
- * second server on another port, so the page's origin differs from the API's and CORS is exercised
- * exactly as on a customer's website.
- */
-const CHROMIUM = '/usr/bin/chromium'
-if (!existsSync(CHROMIUM)) {
-  // CI installs it (.ci/run); a missing browser must fail loudly, never skip these tests.
-  throw new Error(`the browser tests need Chromium at ${CHROMIUM}: apt-get install chromium`)
-}
-// Page loads, navigations and the 1.6 s waits for the spam filter outgrow bun's 5 s default.
-const TIMEOUT_MS = 30_000
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-  '--no-first-run',
-]
+/** tracker.js in a real headless Chromium against the real HTTP server (harness: ./support.ts). */
 
 type LeadCaptureWindow = Window & {
   LeadCapture: { submit(data: Record<string, unknown>): Promise<Record<string, unknown> | null> }
 }
 
-interface PageSubmission {
-  path: string
-  fields: Record<string, string>
-}
-
+let harness: BrowserHarness
 let ctx: AppContext
-let api: ReturnType<ReturnType<typeof createApp>['listen']>
 let apiBase: string
-let site: ReturnType<typeof Bun.serve>
 let siteBase: string
-let browser: Browser
 let organizationId: string
-const pages = new Map<string, string>()
-const pageSubmissions: PageSubmission[] = []
-const contexts: BrowserContext[] = []
+let pages: BrowserHarness['pages']
+let pageSubmissions: BrowserHarness['pageSubmissions']
+let sitePage: BrowserHarness['sitePage']
+let newPage: BrowserHarness['newPage']
 
 beforeAll(async () => {
-  ctx = await makeTestContext()
-  api = createApp(ctx).listen({ port: 0, hostname: '127.0.0.1' })
-  apiBase = `http://127.0.0.1:${api.server!.port}`
-  site = Bun.serve({
-    port: 0,
-    hostname: '127.0.0.1',
-    async fetch(request) {
-      const url = new URL(request.url)
-      if (request.method === 'POST') {
-        // The page's own form submission: recorded to prove the tracker left it alone.
-        const form = await request.formData()
-        const fields: Record<string, string> = {}
-        for (const [name, value] of form) fields[name] = String(value)
-        pageSubmissions.push({ path: url.pathname, fields })
-        return html('<p>Thanks!</p>')
-      }
-      const page = pages.get(url.pathname)
-      return page ? html(page) : new Response('not found', { status: 404 })
-    },
-  })
-  siteBase = `http://127.0.0.1:${site.port}`
-  organizationId = (await createOrganization(ctx)).id
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS })
-  // Opening and migrating the embedded database plus launching Chromium can be slow on a busy CI box.
-}, 120_000)
+  harness = await startBrowserHarness()
+  ;({ ctx, apiBase, siteBase, organizationId, pages, pageSubmissions, sitePage, newPage } = harness)
+}, SETUP_TIMEOUT_MS)
 
-afterEach(async () => {
-  await Promise.all(contexts.splice(0).map((context) => context.close()))
-})
+afterEach(() => harness.closeContexts())
 
-afterAll(async () => {
-  await browser?.close()
-  site?.stop(true)
-  await api?.server?.stop(true)
-  await ctx?.close()
-})
-
-function html(body: string): Response {
-  return new Response(`<!doctype html><html><head><meta charset="utf-8"></head><body>${body}</body></html>`, {
-    headers: { 'content-type': 'text/html; charset=utf-8' },
-  })
-}
-
-/** Registers a page on the site; the tracker snippet is the one the README tells users to paste. */
-function sitePage(
-  path: string,
-  apiKey: string,
-  body: string,
-  attributes: { debug?: boolean; forms?: 'auto' } = {},
-): string {
-  const extra = `${attributes.debug ? ' data-debug' : ''}${attributes.forms ? ` data-forms="${attributes.forms}"` : ''}`
-  pages.set(
-    path,
-    `<script async src="${apiBase}/api/webhook/tracker.js" data-webhook-url="${webhookUrl(apiKey)}"${extra}></script>${body}`,
-  )
-  return `${siteBase}${path}`
-}
-
-const webhookUrl = (apiKey: string) => `${apiBase}/api/webhook/lead/${apiKey}`
-
-async function newPage(initScript?: string): Promise<{ page: Page; console: string[]; sent: string[] }> {
-  const context = await browser.newContext()
-  contexts.push(context)
-  if (initScript) await context.addInitScript(initScript)
-  const page = await context.newPage()
-  const consoleLines: string[] = []
-  const sent: string[] = []
-  page.on('console', (message) => consoleLines.push(`${message.type()}: ${message.text()}`))
-  page.on('request', (request) => {
-    if (request.url().startsWith(`${apiBase}/api/webhook/lead/`) && request.method() === 'POST') {
-      sent.push(request.postData() ?? '')
-    }
-  })
-  return { page, console: consoleLines, sent }
-}
-
-async function loaded(page: Page, url: string): Promise<void> {
-  await page.goto(url)
-  await page.waitForFunction(() => 'LeadCapture' in window)
-}
-
-async function eventually<T>(
-  probe: () => Promise<T | undefined>,
-  what: string,
-  timeoutMs = 10_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const value = await probe()
-    if (value !== undefined) return value
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await Bun.sleep(50)
-  }
-}
+afterAll(() => harness?.stop())
 
 const leadsOf = (sourceId: string) => ctx.db.select().from(leads).where(eq(leads.sourceId, sourceId))
 const logsOf = (sourceId: string) =>
@@ -152,6 +45,13 @@ const logsOf = (sourceId: string) =>
 
 const storedAttribution = (page: Page) =>
   page.evaluate(() => JSON.parse(localStorage.getItem('lead_capture_attribution') ?? 'null'))
+
+/** Values typed into fields the tracker must never send (checked with forbiddenIn). */
+const FORBIDDEN = {
+  password: 'hunter2-secret',
+  cardNumber: '4242424242424242',
+  cvv: '987',
+} as const
 
 const LEAD_FORM = `
   <form id="lead" data-lead-capture action="/thanks" method="post">
@@ -163,7 +63,7 @@ const LEAD_FORM = `
     <input type="password" name="password">
     <input name="card_number" autocomplete="cc-number">
     <input name="cvv">
-    <input type="hidden" name="plan" value="pro">
+    <input type="hidden" name="plan" value="pro" data-lead-capture>
     <button type="submit">Send</button>
   </form>`
 
@@ -205,9 +105,9 @@ describe('tracker.js in Chromium', () => {
       await page.fill('[name=mobile]', '+44 20 7946 0958')
       await page.fill('[name=company]', 'Analytical Engines')
       await page.fill('[name=budget]', '5000')
-      await page.fill('[name=password]', 'hunter2-secret')
-      await page.fill('[name=card_number]', '4242424242424242')
-      await page.fill('[name=cvv]', '987')
+      await page.fill('[name=password]', FORBIDDEN.password)
+      await page.fill('[name=card_number]', FORBIDDEN.cardNumber)
+      await page.fill('[name=cvv]', FORBIDDEN.cvv)
       await Promise.all([page.waitForURL('**/thanks'), page.click('button[type=submit]')])
 
       // The page's own submit happened, untouched, with every field (the password included).
@@ -215,8 +115,8 @@ describe('tracker.js in Chromium', () => {
         path: '/thanks',
         fields: expect.objectContaining({
           name: 'Ada King Lovelace',
-          password: 'hunter2-secret',
-          cvv: '987',
+          password: FORBIDDEN.password,
+          cvv: FORBIDDEN.cvv,
         }),
       })
 
@@ -263,11 +163,10 @@ describe('tracker.js in Chromium', () => {
         ].sort(),
       )
       expect(body._elapsed_ms).toBeGreaterThan(0)
-      for (const secret of ['hunter2-secret', '4242424242424242', '987', 'password', 'card_number', 'cvv']) {
-        expect(log!.body).not.toContain(secret)
-        for (const request of sent) expect(request).not.toContain(secret)
-      }
       expect(sent).toHaveLength(1)
+      for (const text of [log!.body!, ...sent]) {
+        expect(forbiddenIn(text, Object.values(FORBIDDEN), ['password', 'card_number', 'cvv'])).toEqual([])
+      }
     },
     TIMEOUT_MS,
   )
@@ -310,7 +209,7 @@ describe('tracker.js in Chromium', () => {
       expect(updated).toEqual({ status: 'updated', success: true, lead_id: created!.lead_id })
       const logs = await logsOf(source.id)
       expect(logs.map((log) => log.outcome)).toEqual(['spam', 'created', 'updated'])
-      expect(logs[2]!.body).not.toContain('never-sent')
+      expect(forbiddenIn(logs[2]!.body!, ['never-sent'], ['password'])).toEqual([])
     },
     TIMEOUT_MS,
   )
@@ -343,7 +242,8 @@ describe('tracker.js in Chromium', () => {
           return rows.length > 0 ? rows : undefined
         }, 'the lead')
         expect(lead!.email).toBe(email)
-        expect(lead!.attribution).toEqual({ page_url: `${url}?utm_source=newsletter&gclid=g-1` })
+        // No query at all under DNT/GPC, not even campaign parameters.
+        expect(lead!.attribution).toEqual({ page_url: url })
         const [log] = await logsOf(source.id)
         expect(JSON.parse(log!.body!)).not.toHaveProperty('attribution')
         expect(await page.evaluate(() => localStorage.length)).toBe(0)
@@ -514,7 +414,7 @@ describe('tracker.js in Chromium', () => {
       })
       const logs = await logsOf(source.id)
       expect(logs.map((log) => log.outcome)).toEqual(['created', 'created'])
-      expect(logs[1]!.body).not.toContain('SECRET-COUPON')
+      expect(forbiddenIn(logs[1]!.body!, ['SECRET-COUPON'], ['coupon'])).toEqual([])
       expect(lines.some((line) => line.startsWith('log: [LeadCapture] sent 200'))).toBe(true)
     },
     TIMEOUT_MS,

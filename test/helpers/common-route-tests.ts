@@ -1,5 +1,7 @@
 import { describe, expect, test } from 'bun:test'
+import { eq } from 'drizzle-orm'
 import type { AppContext } from '../../src/context'
+import { personalAccessTokens } from '../../src/db/schema'
 import {
   effectivePermissions,
   type Feature,
@@ -8,6 +10,7 @@ import {
   type Role,
 } from '../../src/lib/permissions'
 import { generateSecret } from '../../src/lib/secrets'
+import { INVALID_CREDENTIAL_MESSAGE } from '../../src/modules/auth/credentials'
 import { createOrganization, createPat, createSession, createUser } from './factories'
 import { makeTestApp, request } from './test-app'
 
@@ -107,6 +110,53 @@ export function runCommonRouteTests(route: ProtectedRoute) {
         { 'x-api-key': generateSecret('source_key') },
       ]
       for (const headers of attempts) await expectUnauthorized(await send(app, route, fixture, headers), true)
+    })
+
+    test('401 for a real token sent the wrong way: no Bearer scheme, another scheme, a session in X-API-Key', async () => {
+      const { app, ctx } = await makeApp()
+      const { fixture, token, user } = await signedIn(ctx, { role: 'owner', plan: 'pro' })
+      const pat = (await createPat(ctx, user)).token
+      const attempts: Array<Record<string, string>> = [
+        { authorization: token },
+        { authorization: pat },
+        { authorization: `Token ${token}` },
+        { authorization: `Basic ${pat}` },
+        { authorization: `Bearer${token}` },
+        { authorization: `Bearer ${token} ${token}` },
+        { 'x-api-key': token },
+        { 'x-api-key': `Bearer ${pat}` },
+      ]
+      for (const headers of attempts) {
+        const body = await expectUnauthorized(await send(app, route, fixture, headers), true)
+        expect(body.message).toBe(INVALID_CREDENTIAL_MESSAGE)
+      }
+      // The scheme is case-insensitive (RFC 9110 §11.1); a PAT is accepted in X-API-Key.
+      for (const headers of [
+        { authorization: `bearer ${token}` },
+        { authorization: `BEARER \t${pat} ` },
+        { 'x-api-key': pat },
+      ]) {
+        expect((await send(app, route, fixture, headers)).status).not.toBe(401)
+      }
+    })
+
+    test('401: one message for every refused credential (malformed, unknown, expired, revoked)', async () => {
+      const { app, ctx } = await makeApp()
+      const { fixture, user } = await signedIn(ctx, { role: 'owner', plan: 'pro' })
+      const expired = await createPat(ctx, user, { expiresAt: new Date(ctx.clock.now() - 1000) })
+      const revoked = await createPat(ctx, user)
+      await ctx.db
+        .update(personalAccessTokens)
+        .set({ revokedAt: new Date(ctx.clock.now()) })
+        .where(eq(personalAccessTokens.id, revoked.tokenId))
+      const tokens = ['fl_pat_nonsense', generateSecret('pat'), expired.token, revoked.token]
+      const messages = new Set<unknown>()
+      for (const token of tokens) {
+        for (const headers of [{ authorization: `Bearer ${token}` }, { 'x-api-key': token }]) {
+          messages.add((await expectUnauthorized(await send(app, route, fixture, headers), true)).message)
+        }
+      }
+      expect([...messages]).toEqual([INVALID_CREDENTIAL_MESSAGE])
     })
 
     if (route.permission) {

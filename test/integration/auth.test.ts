@@ -3,7 +3,11 @@ import { eq } from 'drizzle-orm'
 import { users } from '../../src/db/schema'
 import { FakeClock } from '../../src/lib/clock'
 import { newId } from '../../src/lib/ids'
-import { SESSION_ABSOLUTE_MS, SESSION_IDLE_MS } from '../../src/modules/auth/credentials'
+import {
+  INVALID_CREDENTIAL_MESSAGE,
+  SESSION_ABSOLUTE_MS,
+  SESSION_IDLE_MS,
+} from '../../src/modules/auth/credentials'
 import { expectError, expectUnauthorized, runCommonRouteTests } from '../helpers/common-route-tests'
 import { createPat, createSignedInUser } from '../helpers/factories'
 import { makeTestApp, request, testDatabase } from '../helpers/test-app'
@@ -211,7 +215,7 @@ describe('sessions', () => {
     clock.advance(SESSION_IDLE_MS)
     const expired = await me()
     const body = await expectUnauthorized(expired, true)
-    expect(body.message).toBe('the token has expired')
+    expect(body.message).toBe(INVALID_CREDENTIAL_MESSAGE)
   })
 
   test('a session ends 30 days after log-in even when used every day', async () => {

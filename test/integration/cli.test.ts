@@ -72,8 +72,10 @@ describe('cli in process', () => {
   test('orgs set-plan free takes integrations away at the next request; pro gives them back', async () => {
     const { app, ctx } = await makeTestApp()
     const { organization, token } = await createSignedInUser(ctx)
-    const listTokens = () => app.handle(request('GET', '/api/pat', { token }))
-    expect((await listTokens()).status).toBe(200)
+    // Creating a source is plan-gated; your own tokens and keys are not (own-credentials.test.ts).
+    const createSourceCall = () =>
+      app.handle(request('POST', '/api/webhook/sources', { token, json: { name: 'x' } }))
+    expect((await createSourceCall()).status).toBe(201)
     const result = await cli(ctx, 'orgs', 'set-plan', organization.id, 'free')
     expect(result.code).toBe(0)
     expect(JSON.parse(result.stdout)).toEqual({
@@ -81,7 +83,7 @@ describe('cli in process', () => {
       plan: 'free',
       features: [],
     })
-    const body = await expectError(await listTokens(), 403, 'plan_feature_required')
+    const body = await expectError(await createSourceCall(), 403, 'plan_feature_required')
     expect(body).toMatchObject({ required_feature: 'integrations', plan: 'free' })
     await expectError(
       await app.handle(request('POST', '/api/pat', { token, json: { name: 'x' } })),
@@ -89,7 +91,8 @@ describe('cli in process', () => {
       'plan_feature_required',
     )
     expect((await cli(ctx, 'orgs', 'set-plan', organization.id, 'enterprise')).code).toBe(0)
-    expect((await listTokens()).status).toBe(200)
+    expect((await createSourceCall()).status).toBe(201)
+    expect((await app.handle(request('GET', '/api/pat', { token }))).status).toBe(200)
   })
 
   test('users create adds a user with the role; a taken e-mail is exit 1', async () => {
@@ -258,15 +261,13 @@ describe.skipIf(!usingRealServices)('cli as a subprocess on PostgreSQL', () => {
     const login = await (
       await app.handle(request('POST', '/api/auth/login', { json: { email, password: PASSWORD } }))
     ).json()
-    expect((await app.handle(request('GET', '/api/pat', { token: login.token }))).status).toBe(200)
+    const sources = () =>
+      app.handle(request('POST', '/api/webhook/sources', { token: login.token, json: { name: 'x' } }))
+    expect((await sources()).status).toBe(201)
     const downgraded = await spawnCli('orgs', 'set-plan', organization_id, 'free')
     expect(downgraded.code).toBe(0)
     expect(JSON.parse(downgraded.stdout)).toEqual({ organization_id, plan: 'free', features: [] })
-    await expectError(
-      await app.handle(request('GET', '/api/pat', { token: login.token })),
-      403,
-      'plan_feature_required',
-    )
+    await expectError(await sources(), 403, 'plan_feature_required')
   }, 30_000)
 
   test('exit codes: 2 for usage, 1 for an unknown organization', async () => {

@@ -4,6 +4,7 @@ import { personalAccessTokens, users } from '../../src/db/schema'
 import { FakeClock } from '../../src/lib/clock'
 import type { Role } from '../../src/lib/permissions'
 import { digestSecret } from '../../src/lib/secrets'
+import { INVALID_CREDENTIAL_MESSAGE } from '../../src/modules/auth/credentials'
 import { expectError, expectUnauthorized, runCommonRouteTests } from '../helpers/common-route-tests'
 import { createPat, createSession, createSignedInUser, createUser } from '../helpers/factories'
 import { makeTestApp, request, testDatabase } from '../helpers/test-app'
@@ -257,7 +258,7 @@ describe('DELETE /api/pat/{token_id}', () => {
     expect(response.status).toBe(204)
     expect(await response.text()).toBe('')
     const body = await expectUnauthorized(await onReplica(), true)
-    expect(body.message).toBe('the token has been revoked')
+    expect(body.message).toBe(INVALID_CREDENTIAL_MESSAGE)
     await expectUnauthorized(await app.handle(request('GET', '/api/auth/me', { token: created.token })), true)
     const list = await (await app.handle(request('GET', '/api/pat', { token: session }))).json()
     expect(list.data).toEqual([])
@@ -320,7 +321,7 @@ describe('expiry', () => {
     clock.advance(1)
     const expired = await app.handle(request('GET', '/api/pat', { token: created.token }))
     const body = await expectUnauthorized(expired, true)
-    expect(body.message).toBe('the token has expired')
+    expect(body.message).toBe(INVALID_CREDENTIAL_MESSAGE)
   })
 })
 
@@ -366,10 +367,15 @@ describe('scopes: the intersection of the scopes and the role, per request', () 
     const owner = await createSignedInUser(ctx, { role: 'owner' })
     const viewerStar = await createPat(ctx, viewer.user, { scopes: ['*'] })
     const ownerLeads = await createPat(ctx, owner.user, { scopes: ['leads.*'] })
-    for (const token of [viewerStar.token, ownerLeads.token]) {
+    for (const [token, user] of [
+      [viewerStar.token, viewer.user],
+      [ownerLeads.token, owner.user],
+    ] as const) {
+      // A sibling token of the same user: only its own revocation is open to a narrow PAT.
+      const sibling = await createPat(ctx, user)
       await expectError(await app.handle(request('GET', '/api/pat', { token })), 403, 'permission_denied')
       await expectError(
-        await app.handle(request('DELETE', `/api/pat/${viewerStar.tokenId}`, { token })),
+        await app.handle(request('DELETE', `/api/pat/${sibling.tokenId}`, { token })),
         403,
         'permission_denied',
       )
@@ -394,11 +400,11 @@ runCommonRouteTests({
   body: { name: 'x' },
   ...PAT_ROUTE,
 })
-runCommonRouteTests({ name: 'GET /api/pat', method: 'GET', path: () => '/api/pat', ...PAT_ROUTE })
+// Listing and revoking your own tokens is open to every plan and role (test/integration/own-credentials.test.ts).
+runCommonRouteTests({ name: 'GET /api/pat', method: 'GET', path: () => '/api/pat' })
 runCommonRouteTests({
   name: 'DELETE /api/pat/{token_id}',
   method: 'DELETE',
   path: async ({ ctx, organizationId, userId }) =>
     `/api/pat/${(await createPat(ctx, { id: userId, organizationId })).tokenId}`,
-  ...PAT_ROUTE,
 })

@@ -328,6 +328,8 @@ export interface RedisServer {
   start(): Promise<void>
   /** SIGKILL: no goodbye to the clients. */
   kill(): Promise<void>
+  /** SIGSTOP / SIGCONT: a server that hangs with its connections open, and its recovery. */
+  signal(signal: 'SIGSTOP' | 'SIGCONT'): void
 }
 
 export function redisServerAvailable(): boolean {
@@ -378,6 +380,10 @@ export function redisServer(port = freePort()): RedisServer {
       )
     },
     kill,
+    signal(signal) {
+      if (!child) throw new Error('redis-server is not running')
+      child.kill(signal)
+    },
   }
   cleanups.push(kill)
   return server
@@ -415,7 +421,10 @@ function runPostgresTool(bin: string, args: string[], timeoutMs: number): void {
   }
 }
 
-export async function createPostgresCluster(port = freePort()): Promise<PostgresCluster> {
+export async function createPostgresCluster(
+  port = freePort(),
+  options: { maxConnections?: number } = {},
+): Promise<PostgresCluster> {
   const bin = postgresBinDir()
   if (!bin) throw new Error('no PostgreSQL binaries under /usr/lib/postgresql/*/bin')
   const root = mkdtempSync(join(tmpdir(), 'lc-rel-pg-'))
@@ -436,7 +445,7 @@ export async function createPostgresCluster(port = freePort()): Promise<Postgres
       // -l: the server's output goes to a file, so pg_ctl returns instead of holding our pipe open.
       pgCtl([
         '-o',
-        `-p ${port} -k ${root} -c listen_addresses=${LOOPBACK} -c fsync=off -c max_connections=60`,
+        `-p ${port} -k ${root} -c listen_addresses=${LOOPBACK} -c fsync=off -c max_connections=${options.maxConnections ?? 60}`,
         '-l',
         join(root, 'server.log'),
         '-w',
@@ -462,4 +471,134 @@ export async function createPostgresCluster(port = freePort()): Promise<Postgres
   }
   cleanups.push(() => cluster.destroy())
   return cluster
+}
+
+// ---------------------------------------------------------------------------------------------
+// Seeding through the API of a running replica (works on PGlite too, where no second process may
+// open the database).
+
+/** Signs up a new organization on `baseUrl` and creates `count` sources; returns their keys. */
+export async function seedThroughApi(
+  baseUrl: string,
+  count: number,
+): Promise<{ token: string; apiKeys: string[] }> {
+  const signup = await fetch(`${baseUrl}/api/auth/signup`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({
+      email: uniqueEmail('owner'),
+      password: `pw-${crypto.randomUUID()}`,
+      organization_name: 'Reliability Co',
+    }),
+  })
+  if (signup.status !== 201) throw new Error(`signup: ${signup.status} ${await signup.text()}`)
+  const { token } = (await signup.json()) as { token: string }
+  const apiKeys: string[] = []
+  for (let index = 0; index < count; index++) {
+    const created = await fetch(`${baseUrl}/api/webhook/sources`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+      body: JSON.stringify({ name: `source ${index}` }),
+    })
+    if (created.status !== 201) throw new Error(`create source: ${created.status} ${await created.text()}`)
+    apiKeys.push(((await created.json()) as { api_key: string }).api_key)
+  }
+  return { token, apiKeys }
+}
+
+/** Nearest-rank percentile of `values` (0 < p ≤ 100). */
+export function percentile(values: number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b)
+  return sorted[Math.max(0, Math.ceil((p / 100) * sorted.length) - 1)] ?? Number.NaN
+}
+
+/**
+ * Open-loop load: `send(index)` started every 1000/rate ms for `durationMs`, whether or not earlier
+ * ones have answered (a closed loop would slow down with the server and hide its stalls).
+ */
+export async function openLoop<T>(
+  rate: number,
+  durationMs: number,
+  send: (index: number) => Promise<T>,
+): Promise<T[]> {
+  const started = performance.now()
+  const total = Math.floor((rate * durationMs) / 1000)
+  const inFlight: Promise<T>[] = []
+  for (let index = 0; index < total; index++) {
+    const due = started + (index * 1000) / rate
+    const wait = due - performance.now()
+    if (wait > 1) await Bun.sleep(wait)
+    inFlight.push(send(index))
+  }
+  return Promise.all(inFlight)
+}
+
+// ---------------------------------------------------------------------------------------------
+// HAProxy (Debian's package) in front of replicas, with a config written by the test.
+
+export interface Haproxy {
+  url: string
+  /** Rows of the stats CSV for the backend's servers: name → { status, chkdown, … }. */
+  servers(): Promise<Record<string, Record<string, string>>>
+  output(): string
+  stop(): Promise<void>
+}
+
+export function haproxyAvailable(): boolean {
+  return Bun.which('haproxy') !== null
+}
+
+/**
+ * Starts `haproxy -db -f <config>` (foreground) with the config `build(port, statsPort)` returns;
+ * the stats page must be served on `statsPort` at `/stats`. Stopped by pid (cleanupAll).
+ */
+export async function startHaproxy(build: (port: number, statsPort: number) => string): Promise<Haproxy> {
+  const port = freePort()
+  const statsPort = freePort()
+  const root = mkdtempSync(join(tmpdir(), 'lc-rel-haproxy-'))
+  const configPath = join(root, 'haproxy.cfg')
+  await Bun.write(configPath, build(port, statsPort))
+  const check = Bun.spawnSync(['haproxy', '-c', '-q', '-f', configPath], { stdout: 'pipe', stderr: 'pipe' })
+  if (check.exitCode !== 0) throw new Error(`haproxy config invalid: ${check.stderr.toString()}`)
+  const child = Bun.spawn(['haproxy', '-db', '-f', configPath], { stdout: 'pipe', stderr: 'pipe' })
+  const tail: string[] = []
+  for (const stream of [child.stdout, child.stderr] as ReadableStream<Uint8Array>[]) {
+    void (async () => {
+      const decoder = new TextDecoder()
+      const reader = stream.getReader()
+      for (;;) {
+        const { done, value } = await reader.read()
+        if (done) return
+        tail.push(decoder.decode(value))
+        if (tail.length > 400) tail.splice(0, tail.length - 400)
+      }
+    })().catch(() => {})
+  }
+  const stop = async () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM')
+    await withTimeout(child.exited, 5000, 'haproxy exit').catch(() => child.kill('SIGKILL'))
+    rmSync(root, { recursive: true, force: true })
+  }
+  cleanups.push(stop)
+  const servers = async () => {
+    const csv = await (await fetch(`http://${LOOPBACK}:${statsPort}/stats;csv`)).text()
+    const [header, ...rows] = csv.trim().split('\n')
+    const names = header!.replace(/^# /, '').split(',')
+    const result: Record<string, Record<string, string>> = {}
+    for (const row of rows) {
+      const values = row.split(',')
+      const record = Object.fromEntries(names.map((name, index) => [name, values[index] ?? '']))
+      if (record.svname !== 'FRONTEND' && record.svname !== 'BACKEND') result[record.svname!] = record
+    }
+    return result
+  }
+  await waitUntil(
+    async () => {
+      if (child.exitCode !== null) throw new Error(`haproxy exited: ${tail.join('')}`)
+      return (await servers().catch(() => null)) !== null
+    },
+    10_000,
+    'haproxy stats page',
+  )
+  return { url: `http://${LOOPBACK}:${port}`, servers, output: () => tail.join(''), stop }
 }

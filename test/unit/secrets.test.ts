@@ -86,3 +86,51 @@ describe('secrets', () => {
     expect(cleaned).not.toContain(secret)
   })
 })
+
+describe('maskSecretsInText: every encoding of every character (issue 15 items 7 and 8)', () => {
+  const encodeChar = (char: string, how: number) => {
+    const code = char.charCodeAt(0)
+    if (how === 1) return `%${code.toString(16).toUpperCase().padStart(2, '0')}`
+    if (how === 2) return `%${code.toString(16).padStart(2, '0')}`
+    if (how === 3) return `%25${code.toString(16).padStart(2, '0')}`
+    if (how === 4) return `\\u${code.toString(16).padStart(4, '0')}`
+    return char
+  }
+
+  test('a secret with any mix of plain, %XX, %25XX and \\uXXXX characters, in any text, is masked', () => {
+    fc.assert(
+      fc.property(
+        fc.constantFrom(...KINDS),
+        fc.array(fc.integer({ min: 0, max: 4 }), { minLength: 50, maxLength: 50 }),
+        fc.string({ maxLength: 20 }),
+        fc.string({ maxLength: 20 }),
+        (kind, hows, before, after) => {
+          const secret = generateSecret(kind)
+          const encoded = [...secret].map((char, index) => encodeChar(char, hows[index]!)).join('')
+          // A secret character on either side would make the secret longer, not hidden.
+          const text = `${before} ${encoded} ${after}`
+          const masked = maskSecretsInText(text)
+          const hidden = secret.slice(SECRET_PREFIXES[kind].length + 4, -4)
+          const decoded = masked
+            .replace(/%(?:25)*([0-9A-Fa-f]{2})/g, (_, code) => String.fromCharCode(Number.parseInt(code, 16)))
+            .replace(/\\u([0-9A-Fa-f]{4})/g, (_, code) => String.fromCharCode(Number.parseInt(code, 16)))
+          return !decoded.includes(hidden) && !masked.includes(hidden)
+        },
+      ),
+      { numRuns: 2000 },
+    )
+  })
+
+  test('text without a secret is left as it is, encodings included', () => {
+    fc.assert(
+      fc.property(
+        fc.string({ maxLength: 200 }),
+        (text) => maskSecretsInText(text) === text || /fl/.test(text),
+      ),
+      { numRuns: 2000 },
+    )
+    for (const text of ['/api/x%20y', '{"a":"\\u00e9"}', '%E2%82%AC 100%', 'fl_pat_short']) {
+      expect(maskSecretsInText(text)).toBe(text)
+    }
+  })
+})

@@ -88,6 +88,20 @@ return out
 
 const MAX_BATCH = 500
 
+/**
+ * Circuit breaker. A Redis that hangs (SIGSTOP, a stuck host) keeps the TCP connection open, so
+ * every command waits for ioredis' 250 ms command timeout. Instead: a script call that has not
+ * answered within TRIP_AFTER_MS answers its batch from the in-process limiter and opens the
+ * circuit; while open, every check goes straight to the in-process limiter and a PING every
+ * PROBE_INTERVAL_MS tests Redis in the background; the first PING answered closes the circuit
+ * (shared limits resume within one probe interval plus a round trip of recovery).
+ * 200 ms is far above a loopback or LAN round trip of the script (well under 5 ms, ~75 ms seen on a loaded 2-core CI box), so a healthy
+ * Redis does not trip it, and short enough that the requests caught in the first stalled batch
+ * stay a small fraction at any rate.
+ */
+export const TRIP_AFTER_MS = 200
+export const PROBE_INTERVAL_MS = 500
+
 interface PendingCheck {
   rules: RateLimitRule[]
   now: number
@@ -98,7 +112,10 @@ type SlidingWindowCommand = (...args: (string | number)[]) => Promise<number[]>
 
 export class RedisRateLimiter implements RateLimiter {
   readonly kind = 'redis' as const
+  /** The circuit is open: checks go to the in-process limiter without touching Redis. */
   private degraded = false
+  private probeTimer: ReturnType<typeof setTimeout> | undefined
+  private closed = false
   private sequence = 0
   private readonly instanceTag = Math.random().toString(36).slice(2, 10)
   private readonly command: SlidingWindowCommand
@@ -114,16 +131,15 @@ export class RedisRateLimiter implements RateLimiter {
     this.command = (
       redis as unknown as { leadCaptureSlidingWindow: SlidingWindowCommand }
     ).leadCaptureSlidingWindow.bind(redis)
-    redis.on('ready', () => {
-      if (this.degraded) logger.info('redis reachable again: shared rate limits resumed')
-      this.degraded = false
-    })
+    // A dropped connection opens the circuit at once; the probe closes it when Redis answers.
+    redis.on('close', () => this.open(new Error('connection closed')))
   }
 
   private pending: PendingCheck[] = []
   private flushScheduled = false
 
   check(rules: RateLimitRule[], now: number): Promise<RateLimitResult> {
+    if (this.degraded) return Promise.resolve(this.fallback.checkSync(rules, now))
     return new Promise((resolve) => {
       this.pending.push({ rules, now, resolve })
       if (this.flushScheduled) return
@@ -141,6 +157,11 @@ export class RedisRateLimiter implements RateLimiter {
       this.flushScheduled = true
       setImmediate(() => void this.flush())
     }
+    if (batch.length === 0) return
+    if (this.degraded) {
+      for (const { rules, now, resolve } of batch) resolve(this.fallback.checkSync(rules, now))
+      return
+    }
     const keys: string[] = []
     const args: (string | number)[] = [batch.length]
     for (const { rules, now } of batch) {
@@ -150,19 +171,33 @@ export class RedisRateLimiter implements RateLimiter {
         args.push(rule.limit, rule.windowMs, rule.limit <= EXACT_LOG_MAX_LIMIT ? 1 : 0)
       }
     }
+    let settled = false
+    const answerFromFallback = (error: unknown) => {
+      if (settled) return
+      settled = true
+      // Fail open: a Redis outage must never refuse or hang traffic. Limits keep working per replica.
+      this.open(error)
+      for (const { rules, now, resolve } of batch) resolve(this.fallback.checkSync(rules, now))
+    }
+    // The decision waits one more turn: after an event-loop stall of our own the timer and the
+    // reply are both due, and the reply (I/O) is read before setImmediate callbacks run, so only a
+    // Redis that really did not answer trips the circuit.
+    const trip = setTimeout(
+      () => setImmediate(() => answerFromFallback(new Error(`no answer within ${TRIP_AFTER_MS} ms`))),
+      TRIP_AFTER_MS,
+    )
     let reply: number[]
     try {
       reply = await this.command(keys.length, ...keys, ...args)
     } catch (error) {
-      // Fail open: a Redis outage must never refuse or hang traffic. Limits keep working per replica.
-      if (!this.degraded) {
-        this.degraded = true
-        this.logger.warn('redis unreachable: rate limits fall back to the in-process limiter', { error })
-      }
-      for (const { rules, now, resolve } of batch) resolve(this.fallback.checkSync(rules, now))
+      clearTimeout(trip)
+      answerFromFallback(error)
       return
     }
-    if (this.degraded && this.redis.status === 'ready') this.degraded = false
+    clearTimeout(trip)
+    // A late answer: the batch was already answered by the fallback (Redis counted it all the same).
+    if (settled) return
+    settled = true
     let offset = 0
     for (const { rules, resolve } of batch) {
       const allowed = reply[offset] === 1
@@ -182,11 +217,50 @@ export class RedisRateLimiter implements RateLimiter {
     }
   }
 
+  /** Opens the circuit (once) and starts the background probe. */
+  private open(error: unknown): void {
+    if (this.degraded || this.closed) return
+    this.degraded = true
+    this.logger.warn('redis unreachable or slow: rate limits fall back to the in-process limiter', {
+      error: error instanceof Error ? error.message : String(error),
+    })
+    this.scheduleProbe()
+  }
+
+  private scheduleProbe(): void {
+    if (this.closed) return
+    this.probeTimer = setTimeout(() => void this.probe(), PROBE_INTERVAL_MS)
+    this.probeTimer.unref?.()
+  }
+
+  private async probe(): Promise<void> {
+    if (this.closed || !this.degraded) return
+    let answered = false
+    if (this.redis.status === 'ready') {
+      answered = await Promise.race([
+        this.redis.ping().then(
+          () => true,
+          () => false,
+        ),
+        Bun.sleep(PROBE_INTERVAL_MS).then(() => false),
+      ])
+    }
+    if (this.closed) return
+    if (answered) {
+      this.degraded = false
+      this.logger.info('redis reachable again: shared rate limits resumed')
+      return
+    }
+    this.scheduleProbe()
+  }
+
   state(): 'up' | 'degraded' {
     return this.degraded || this.redis.status !== 'ready' ? 'degraded' : 'up'
   }
 
   async close(): Promise<void> {
+    this.closed = true
+    clearTimeout(this.probeTimer)
     await this.fallback.close()
   }
 }

@@ -17,6 +17,13 @@ export const SESSION_ABSOLUTE_MS = 30 * 24 * 3600 * 1000
 // last_used_at is written at most this often per credential, not on every request.
 const TOUCH_INTERVAL_MS = 60_000
 
+/**
+ * One message for every credential that was sent and refused (malformed, unknown, expired,
+ * revoked, of a removed user): telling them apart would confirm to the holder of a leaked token
+ * that it was real. The reason stays in `Authentication`, for the code, not for the caller.
+ */
+export const INVALID_CREDENTIAL_MESSAGE = 'the token is invalid, expired or revoked'
+
 export interface Principal {
   kind: 'session' | 'pat'
   /** The session id or the PAT's token_id. */
@@ -36,14 +43,32 @@ export type Authentication =
   | { ok: true; principal: Principal }
   | { ok: false; tokenSent: boolean; reason: 'missing' | 'malformed' | 'unknown' | 'expired' | 'revoked' }
 
+/**
+ * Where a credential was sent. `Authorization` takes a session token or a PAT, and only with the
+ * `Bearer` scheme (any case); `X-API-Key` takes a PAT only (spec §5, the OpenAPI `apiKeyAuth`
+ * scheme). Anything else that was sent is `invalid`: refused like a wrong token, never guessed at.
+ */
+export type PresentedCredential =
+  | { kind: 'none' }
+  | { kind: 'invalid' }
+  | { kind: 'token'; value: string; header: 'authorization' | 'x-api-key' }
+
+const INVALID_PRESENTATION: Authentication = { ok: false, tokenSent: true, reason: 'malformed' }
+const NOTHING_PRESENTED: Authentication = { ok: false, tokenSent: false, reason: 'missing' }
+const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i
+
 /** The credential of a request: `Authorization: Bearer …` first, else `X-API-Key`. */
-export function credentialOf(request: Request): string | null {
+export function credentialOf(request: Request): PresentedCredential {
   const authorization = request.headers.get('authorization')
-  if (authorization) {
-    const match = authorization.match(/^Bearer\s+(\S+)\s*$/i)
-    return match?.[1] ?? authorization
+  if (authorization !== null && authorization.trim() !== '') {
+    const match = BEARER.exec(authorization)
+    return match ? { kind: 'token', value: match[1]!, header: 'authorization' } : { kind: 'invalid' }
   }
-  return request.headers.get('x-api-key')?.trim() || null
+  const apiKey = request.headers.get('x-api-key')?.trim()
+  if (!apiKey) return { kind: 'none' }
+  return secretKindOf(apiKey) === 'pat'
+    ? { kind: 'token', value: apiKey, header: 'x-api-key' }
+    : { kind: 'invalid' }
 }
 
 /**
@@ -98,7 +123,10 @@ export class CredentialResolver {
   authenticate(request: Request): Promise<Authentication> {
     let pending = this.memo.get(request)
     if (!pending) {
-      pending = this.resolve(credentialOf(request))
+      const presented = credentialOf(request)
+      if (presented.kind === 'token') pending = this.resolve(presented.value)
+      else if (presented.kind === 'invalid') pending = Promise.resolve(INVALID_PRESENTATION)
+      else pending = Promise.resolve(NOTHING_PRESENTED)
       this.memo.set(request, pending)
     }
     return pending

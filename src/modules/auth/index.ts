@@ -30,7 +30,11 @@ export function authModule(ctx: AppContext) {
         description: [
           'Creates an organization on the default plan (`DEFAULT_PLAN`), its first user with the role `owner`, and a',
           'session. The token is shown once. 403 `signup_disabled` when `SIGNUP_ENABLED=false`; 409 `email_taken`',
-          'when the e-mail already has an account; 400 `validation_failed` for a password under 8 characters.',
+          'when the e-mail already has an account. Password rules (NIST SP 800-63B): 8 to 128 characters counted in',
+          'Unicode code points (four emoji are four), not only spaces or invisible characters, and not on the',
+          'common-password list of `@zxcvbn-ts/language-common` (compared case-insensitively); no composition rules.',
+          'A refused password or an `organization_name` that is empty once trimmed is 400 `validation_failed` with',
+          '`details[].path` `/password` or `/organization_name`; the name is stored trimmed.',
           'Limited to 5 per minute per client IP.',
         ].join(' '),
       },

@@ -1,11 +1,13 @@
 import { t } from 'elysia'
+import { PASSWORD_MAX_CHARACTERS, PASSWORD_MIN_CHARACTERS } from '../../lib/passwords'
 import { FEATURES, PERMISSIONS, ROLES } from '../../lib/permissions'
 
 export { ErrorBody, RateLimitedBody } from '../../lib/schemas'
 
-const PASSWORD_MIN_LENGTH = 8
-// argon2 hashes any length, but an unbounded password is a cheap way to burn CPU.
-const PASSWORD_MAX_LENGTH = 256
+// A cheap first bound in UTF-16 units; the rules themselves (code points, 8 to 128, not only
+// spaces, not a common password) are lib/passwords.ts, applied by the service.
+const PASSWORD_MIN_LENGTH = PASSWORD_MIN_CHARACTERS
+const PASSWORD_MAX_LENGTH = PASSWORD_MAX_CHARACTERS * 2
 
 export const Email = t.String({
   format: 'email',
@@ -16,7 +18,7 @@ export const Email = t.String({
 export const Password = t.String({
   minLength: PASSWORD_MIN_LENGTH,
   maxLength: PASSWORD_MAX_LENGTH,
-  description: `at least ${PASSWORD_MIN_LENGTH} characters`,
+  description: `${PASSWORD_MIN_CHARACTERS} to ${PASSWORD_MAX_CHARACTERS} characters (Unicode code points), not only spaces, not on the common-password list`,
   examples: ['correct horse battery staple'],
 })
 export const RoleName = t.UnionEnum(ROLES, {

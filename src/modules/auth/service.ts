@@ -3,9 +3,16 @@ import type { AppContext } from '../../context'
 import { AppError, errors } from '../../lib/errors'
 import { newId } from '../../lib/ids'
 import { perContext } from '../../lib/memo'
+import { requireName } from '../../lib/names'
+import { passwordProblem } from '../../lib/passwords'
 import { PERMISSIONS, planFeatures, type Role } from '../../lib/permissions'
 import { digestSecret, generateSecret } from '../../lib/secrets'
-import { type Principal, SESSION_ABSOLUTE_MS, SESSION_IDLE_MS } from './credentials'
+import {
+  INVALID_CREDENTIAL_MESSAGE,
+  type Principal,
+  SESSION_ABSOLUTE_MS,
+  SESSION_IDLE_MS,
+} from './credentials'
 import type { LoginInput, OrganizationView, SignupInput, UserView } from './model'
 import {
   deleteSession,
@@ -38,6 +45,17 @@ export function organizationView(row: OrganizationRow): OrganizationView {
     plan: row.plan,
     features: planFeatures(row.plan),
     created_at: row.createdAt.toISOString(),
+  }
+}
+
+/**
+ * The password rules of lib/passwords.ts, as a 400 naming the field. Every path that sets a
+ * password goes through the two creators below, so sign-up, members and the CLI share them.
+ */
+async function assertAcceptablePassword(password: string): Promise<void> {
+  const problem = await passwordProblem(password)
+  if (problem) {
+    throw errors.validation(`the password ${problem}`, [{ path: '/password', message: problem }])
   }
 }
 
@@ -79,12 +97,14 @@ export class IdentityService {
     password: string
     plan: PlanName
   }): Promise<{ organization: OrganizationRow; user: UserRow }> {
+    const name = requireName(input.organizationName, '/organization_name')
+    await assertAcceptablePassword(input.password)
     const passwordHash = await hashPassword(input.password)
     const at = this.now()
     return this.ctx.db.transaction(async (tx) => {
       const organization = await insertOrganization(tx, {
         id: newId(),
-        name: input.organizationName.trim(),
+        name,
         plan: input.plan,
         at,
       })
@@ -106,6 +126,7 @@ export class IdentityService {
     password: string
     role: Role
   }): Promise<UserRow> {
+    await assertAcceptablePassword(input.password)
     const organization = await findOrganization(this.ctx.db, input.organizationId)
     if (!organization) throw errors.notFound('organization')
     return insertUser(this.ctx.db, {
@@ -166,7 +187,7 @@ export class IdentityService {
       findOrganization(this.ctx.db, principal.organizationId),
     ])
     // The credential was valid a moment ago; a row gone since is a concurrent removal.
-    if (!user || !organization) throw errors.unauthorized('the user no longer exists', true)
+    if (!user || !organization) throw errors.unauthorized(INVALID_CREDENTIAL_MESSAGE, true)
     return {
       user: userView(user),
       organization: organizationView(organization),

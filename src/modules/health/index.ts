@@ -12,6 +12,15 @@ const Readiness = t.Object({
   }),
 })
 
+/**
+ * After a request was refused because no database connection could be had (server at
+ * max_connections, shutting down, unreachable), /readyz stays 503 this long even if its own ping
+ * gets through on a connection the pool still holds: the balancer then sends the traffic to
+ * replicas that can serve. Long enough for a check every 1 s to see it twice; the replica becomes
+ * ready again by itself once such refusals stop.
+ */
+export const DATABASE_UNAVAILABLE_HOLD_MS = 3000
+
 /** Liveness and readiness probes. Not rate-limited and not logged per request. */
 export function healthModule(ctx: AppContext) {
   return new Elysia({ name: 'health', detail: { tags: ['Operations'] } })
@@ -26,6 +35,9 @@ export function healthModule(ctx: AppContext) {
         try {
           await withTimeout(ctx.database.ping(), 2000)
         } catch {
+          databaseUp = false
+        }
+        if (performance.now() - ctx.lifecycle.databaseUnavailableAt < DATABASE_UNAVAILABLE_HOLD_MS) {
           databaseUp = false
         }
         const limiterState = ctx.limiter.state()
@@ -46,7 +58,8 @@ export function healthModule(ctx: AppContext) {
       {
         response: { 200: Readiness, 503: Readiness },
         detail: {
-          summary: 'Readiness: database reachable and not draining (Redis state reported, not fatal)',
+          summary:
+            'Readiness: database reachable (connections can be had) and not draining (Redis state reported, not fatal)',
           tags: ['Operations'],
         },
       },

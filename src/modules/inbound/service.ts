@@ -1,5 +1,6 @@
 import type { AppContext } from '../../context'
 import { AppError, errors } from '../../lib/errors'
+import { type InputGuard, inputGuard } from '../../lib/input-guard'
 import { ipInRanges } from '../../lib/ip'
 import { perContext } from '../../lib/memo'
 import type { RateLimitRule } from '../../lib/rate-limit'
@@ -10,6 +11,7 @@ import { type CachedSource, sourceCache } from '../sources/source-cache'
 import { BodyTooLargeError, bodyForLog, isJsonContentType, readLimitedBody } from './body'
 import { LastRequestRecorder } from './last-request'
 import { normalizeLead } from './normalize'
+import { isPhoneField, scrubBody, scrubNullableText, scrubText } from './redact'
 import { RejectionAggregator } from './rejection-aggregator'
 import { type DeliveryLogEntry, InboundRepository, type IngestResult, SourceGoneError } from './repository'
 import { spamReasons } from './spam'
@@ -45,8 +47,10 @@ export class InboundService {
   readonly rejections: RejectionAggregator
   readonly lastRequests: LastRequestRecorder
   private readonly registry
+  private readonly guard: InputGuard
 
   constructor(private readonly ctx: AppContext) {
+    this.guard = inputGuard(ctx)
     this.repository = new InboundRepository(ctx)
     this.rejections = new RejectionAggregator(ctx, this.repository)
     this.lastRequests = new LastRequestRecorder(ctx)
@@ -92,10 +96,41 @@ export class InboundService {
       if (error instanceof AppError) return reject(error)
       throw error
     }
-    const logged = bodyForLog(text)
+    // Parsed once, then cleaned before anything is stored: the lead and the delivery log both hold
+    // the cleaned body (credentials masked, card data removed; redact.ts).
+    const jsonType = isJsonContentType(request.headers.get('content-type'))
+    let parsed: unknown
+    let parseError: Error | undefined
+    let depthError: AppError | undefined
+    if (jsonType) {
+      try {
+        // The shared input guard (docs/security.md): nesting depth before JSON.parse recurses.
+        this.guard.checkJsonDepth(text)
+        parsed = JSON.parse(text)
+      } catch (error) {
+        if (error instanceof AppError) depthError = error
+        else parseError = error as Error
+      }
+    }
+    let loggedText: string
+    if (jsonType && !parseError && typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)) {
+      const scrubbed = scrubBody(parsed as Record<string, unknown>, text, (name) =>
+        isPhoneField(name, source.fieldMapping),
+      )
+      parsed = scrubbed.body
+      loggedText = scrubbed.logText
+      if (scrubbed.redacted.length > 0) {
+        this.ctx.logger.info('card data removed from an inbound body', {
+          request_id: this.registry.get(request).requestId,
+          source_id: source.id,
+          fields: scrubbed.redacted,
+        })
+      }
+    } else loggedText = scrubText(text)
+    const logged = bodyForLog(loggedText)
     const withBody = { bodyBytes: bytes, body: logged.body, bodyTruncated: logged.truncated }
 
-    if (!isJsonContentType(request.headers.get('content-type'))) {
+    if (!jsonType) {
       await reject(
         new AppError(
           400,
@@ -105,13 +140,11 @@ export class InboundService {
         withBody,
       )
     }
-    let parsed: unknown
-    try {
-      parsed = JSON.parse(text)
-    } catch (error) {
+    if (depthError) await reject(depthError, withBody)
+    if (parseError) {
       await reject(
         new AppError(400, 'invalid_json', 'the body is not valid JSON', {
-          details: [{ path: '/', message: (error as Error).message }],
+          details: [{ path: '/', message: parseError.message }],
         }),
         withBody,
       )
@@ -126,6 +159,16 @@ export class InboundService {
             },
           ],
         }),
+        withBody,
+      )
+    }
+
+    // JSON text can carry NUL or a lone surrogate only as a \u escape (the body was decoded from
+    // UTF-8, and a raw NUL is invalid JSON): without one, the walk has nothing to find.
+    const unstorable = text.includes('\\u') ? this.guard.unstorable(parsed) : []
+    if (unstorable.length > 0) {
+      await reject(
+        errors.validation('the request contains values that cannot be stored', unstorable),
         withBody,
       )
     }
@@ -270,8 +313,9 @@ function logEntry(
     outcome: 'rejected',
     reason: null,
     clientIp,
-    origin: request.headers.get('origin') ?? request.headers.get('referer'),
-    userAgent: request.headers.get('user-agent'),
+    // Stored cleaned: a Referer can carry a key or a card number in its query string.
+    origin: scrubNullableText(request.headers.get('origin') ?? request.headers.get('referer')),
+    userAgent: scrubNullableText(request.headers.get('user-agent')),
     bodyBytes: 0,
     body: null,
     bodyTruncated: false,
@@ -281,16 +325,22 @@ function logEntry(
   }
 }
 
-/** Host of Origin, else of Referer; null when neither is a URL. */
+/**
+ * Host of Origin, else of Referer; null when there is none. A browser that sends an Origin says
+ * where the request comes from, so Referer is read only when Origin is absent: `Origin: null`
+ * (sandboxed iframes, `file:`, data: URLs, some redirects) or any Origin that is not a URL names
+ * no host, and a Referer beside it, which the page controls, cannot stand in for it.
+ */
 export function requestHost(request: Request): string | null {
-  for (const header of ['origin', 'referer']) {
-    const value = request.headers.get(header)
-    if (!value || value === 'null') continue
-    try {
-      return new URL(value).hostname.toLowerCase().replace(/^\[|\]$/g, '')
-    } catch {}
+  const origin = request.headers.get('origin')
+  const value = origin ?? request.headers.get('referer')
+  if (!value || value === 'null') return null
+  try {
+    const host = new URL(value).hostname.toLowerCase().replace(/^\[|\]$/g, '')
+    return host || null
+  } catch {
+    return null
   }
-  return null
 }
 
 /** `example.com` matches itself only; `*.example.com` matches any subdomain, not the apex. */
@@ -333,6 +383,9 @@ const EXPOSED_HEADERS =
  */
 export function corsHeaders(source: CachedSource | null, origin: string | null): Record<string, string> {
   if (!origin) return {}
+  // `null` is never echoed: `Access-Control-Allow-Origin: null` would let any sandboxed or file:
+  // page read the answer. Without a domain list the answer is `*` anyway.
+  if (origin === 'null' && source && source.domainAllowlist.length > 0) return {}
   if (!source || source.domainAllowlist.length === 0) {
     return { 'access-control-allow-origin': '*', 'access-control-expose-headers': EXPOSED_HEADERS }
   }

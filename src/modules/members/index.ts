@@ -41,7 +41,7 @@ export function membersModule(ctx: AppContext) {
         tags: TAGS,
         summary: 'Add a member',
         description:
-          'Creates a user in your organization with an initial password. Nobody grants a role above their own (403 `role_above_own`: an admin cannot add an owner). 409 `email_taken` when the e-mail already has an account.',
+          'Creates a user in your organization with an initial password. Nobody grants a role above their own (403 `role_above_own`: an admin cannot add an owner), nor a role with a permission the credential lacks: a PAT counts with its scopes, so a PAT scoped to `settings.members` alone cannot add anyone (403 `role_above_own` with `missing_permissions`). 409 `email_taken` when the e-mail already has an account. The initial password follows the sign-up rules (8 to 128 Unicode code points, not only spaces, not a common password): 400 `validation_failed` with `details[].path` `/password` otherwise.',
       },
     })
     .patch(
@@ -57,7 +57,7 @@ export function membersModule(ctx: AppContext) {
           tags: TAGS,
           summary: 'Change the role of a member',
           description:
-            'Applies to the member’s next request (permissions are computed per request). 403 `role_above_own` when the new role, or the member’s current role, is above yours; 409 `last_owner` when it would leave the organization without an owner; 404 for a user of another organization.',
+            'Applies to the member’s next request (permissions are computed per request). 403 `role_above_own` when the new role, or the member’s current role, is above yours or has a permission your credential lacks (a PAT counts with its scopes); 409 `last_owner` when it would leave the organization without an owner; 404 for a user of another organization.',
         },
       },
     )
@@ -75,7 +75,7 @@ export function membersModule(ctx: AppContext) {
           tags: TAGS,
           summary: 'Remove a member',
           description:
-            'Deletes the user with their sessions and tokens: their access ends at once. 403 `role_above_own` for a member ranked above you; 409 `last_owner` for the only owner; 404 for a user of another organization.',
+            'Deletes the user with their sessions and tokens: their access ends at once. 403 `role_above_own` for a member ranked above you or holding a permission your credential lacks; 409 `last_owner` for the only owner; 404 for a user of another organization.',
         },
       },
     )

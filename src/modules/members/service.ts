@@ -2,7 +2,7 @@ import type { AppContext } from '../../context'
 import { decodeCursor, pageOf } from '../../lib/cursor'
 import { errors } from '../../lib/errors'
 import { perContext } from '../../lib/memo'
-import { isRole, ROLE_RANK, type Role } from '../../lib/permissions'
+import { effectivePermissions, isRole, PERMISSIONS, ROLE_RANK, type Role } from '../../lib/permissions'
 import type { Principal } from '../auth/credentials'
 import { findUserInOrganization, type UserRow } from '../auth/repository'
 import { identityService } from '../auth/service'
@@ -23,8 +23,30 @@ function rankOf(role: string): number {
   return isRole(role) ? ROLE_RANK[role] : -1
 }
 
-function roleAboveOwn(message: string) {
-  return errors.forbidden('role_above_own', message)
+function roleAboveOwn(message: string, extra: Record<string, unknown> = {}) {
+  return errors.forbidden('role_above_own', message, extra)
+}
+
+/**
+ * Nobody hands out, or acts on, more than they hold (spec §5 rule 4, DESIGN §4). "What they hold"
+ * is the credential's effective permissions (role ∩ PAT scopes), not the role alone: a PAT scoped
+ * to `settings.members` holds nothing else, so it may not create an owner with a password of its
+ * choosing and log in as them. The rank rule (an admin never makes an owner) applies on top.
+ */
+function assertWithinCredential(principal: Principal, role: string, action: string): void {
+  if (rankOf(role) > rankOf(principal.role)) {
+    throw roleAboveOwn(`a ${principal.role} cannot ${action} the role "${role}"`)
+  }
+  const granted = isRole(role) ? effectivePermissions(role, null) : new Set(PERMISSIONS)
+  const missing = PERMISSIONS.filter(
+    (permission) => granted.has(permission) && !principal.permissions.has(permission),
+  )
+  if (missing.length > 0) {
+    throw roleAboveOwn(
+      `the role "${role}" has permissions this credential lacks (${missing.join(', ')}): it cannot ${action} it`,
+      { missing_permissions: missing },
+    )
+  }
 }
 
 /**
@@ -43,9 +65,7 @@ export class MembersService {
   }
 
   async add(principal: Principal, input: AddMemberInput): Promise<MemberView> {
-    if (rankOf(input.role) > rankOf(principal.role)) {
-      throw roleAboveOwn(`a ${principal.role} cannot add a member with the role "${input.role}"`)
-    }
+    assertWithinCredential(principal, input.role, 'add a member with')
     const user = await identityService(this.ctx).createUser({
       organizationId: principal.organizationId,
       email: input.email,
@@ -56,9 +76,7 @@ export class MembersService {
   }
 
   async changeRole(principal: Principal, userId: string, role: Role): Promise<MemberView> {
-    if (rankOf(role) > rankOf(principal.role)) {
-      throw roleAboveOwn(`a ${principal.role} cannot grant the role "${role}"`)
-    }
+    assertWithinCredential(principal, role, 'grant')
     return this.ctx.db.transaction(async (tx) => {
       await lockOrganization(tx, principal.organizationId)
       const target = await findUserInOrganization(tx, principal.organizationId, userId)
@@ -88,9 +106,7 @@ export class MembersService {
   }
 
   private assertMayChange(principal: Principal, target: UserRow) {
-    if (rankOf(target.role) > rankOf(principal.role)) {
-      throw roleAboveOwn(`a ${principal.role} cannot change a member whose role is "${target.role}"`)
-    }
+    assertWithinCredential(principal, target.role, 'change a member with')
   }
 
   private async assertAnotherOwner(tx: Parameters<typeof countOwners>[0], organizationId: string) {

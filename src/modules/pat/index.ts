@@ -32,14 +32,15 @@ export function patModule(ctx: AppContext) {
       },
     })
     .get('', ({ principal, query }) => service.list(principal, query), {
-      auth: { permission: 'settings.integrations', feature: 'integrations' },
+      // Your own tokens, on every plan and role: the rule is PatService's (assertMayManageTokens).
+      auth: true,
       query: PatListQuery,
       response: { 200: PatList, ...managementErrors },
       detail: {
         tags: ['Personal access tokens'],
         summary: 'List your personal access tokens (masked)',
         description:
-          'The caller’s own live tokens, newest first, masked as `fl_pat_AbCd…WxYz`, with `last_used_at`, `expires_at` and `status` (`active` or `expired`). Revoked tokens are not listed. Cursor pagination: `limit` (default 50, max 200) and `cursor`.',
+          'The caller’s own live tokens, newest first, masked as `fl_pat_AbCd…WxYz`, with `last_used_at`, `expires_at` and `status` (`active` or `expired`). Revoked tokens are not listed. Cursor pagination: `limit` (default 50, max 200) and `cursor`. Not gated by plan or role: a session always sees its user’s tokens; a PAT needs `settings.integrations`.',
       },
     })
     .delete(
@@ -49,14 +50,14 @@ export function patModule(ctx: AppContext) {
         return status(204, undefined)
       },
       {
-        auth: { permission: 'settings.integrations', feature: 'integrations' },
+        auth: true,
         params: PatParams,
         response: { 204: t.Void(), ...managementErrors, 404: ErrorBody },
         detail: {
           tags: ['Personal access tokens'],
           summary: 'Revoke a personal access token',
           description:
-            'Immediate on every replica: the next request with the token gets 401. Only your own tokens: another user’s token, an unknown or an already revoked one is 404.',
+            'Immediate on every replica: the next request with the token gets 401. Only your own tokens: another user’s token, an unknown or an already revoked one is 404. Never gated by plan or role, so a token can be revoked after a downgrade: a session may revoke any of its user’s tokens, a PAT may always revoke itself and others with `settings.integrations`.',
         },
       },
     )

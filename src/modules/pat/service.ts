@@ -3,6 +3,7 @@ import { decodeCursor, pageOf } from '../../lib/cursor'
 import { errors } from '../../lib/errors'
 import { newId } from '../../lib/ids'
 import { perContext } from '../../lib/memo'
+import { requireName } from '../../lib/names'
 import { isScope, SCOPES } from '../../lib/permissions'
 import { digestSecret, generateSecret, maskFromParts, secretHints } from '../../lib/secrets'
 import type { Principal } from '../auth/credentials'
@@ -35,7 +36,7 @@ export class PatService {
       id: newId(),
       userId: principal.userId,
       organizationId: principal.organizationId,
-      name: input.name.trim(),
+      name: requireName(input.name, '/name'),
       tokenDigest: digestSecret(token),
       tokenFirst4: hints.first4,
       tokenLast4: hints.last4,
@@ -56,6 +57,7 @@ export class PatService {
   }
 
   async list(principal: Principal, query: PatListQueryInput) {
+    assertMayManageTokens(principal)
     const limit = query.limit ?? 50
     const beforeId = query.cursor ? decodeCursor(query.cursor).id : undefined
     const rows = await listUserPats(this.ctx.db, {
@@ -70,6 +72,8 @@ export class PatService {
   }
 
   async revoke(principal: Principal, tokenId: string): Promise<void> {
+    // A PAT may always end itself: whoever holds a leaked token can kill it with nothing else.
+    if (!(principal.kind === 'pat' && principal.credentialId === tokenId)) assertMayManageTokens(principal)
     const revoked = await revokeUserPat(this.ctx.db, {
       userId: principal.userId,
       organizationId: principal.organizationId,
@@ -78,6 +82,20 @@ export class PatService {
     })
     if (!revoked) throw errors.notFound('token')
   }
+}
+
+/**
+ * Seeing and ending your own tokens is never gated by plan or role (spec §3: revocation is
+ * immediate): after a downgrade to `free`, or to a role without `settings.integrations`, the
+ * user's tokens keep working for what the role still allows, so the user must still be able to
+ * revoke them. A session always may; a PAT needs `settings.integrations` in its own effective
+ * permissions, so a narrow token (say `leads.read`) cannot list or revoke its siblings.
+ */
+function assertMayManageTokens(principal: Principal): void {
+  if (principal.kind === 'session' || principal.permissions.has('settings.integrations')) return
+  throw errors.forbidden('permission_denied', 'the permission "settings.integrations" is required', {
+    required_permission: 'settings.integrations',
+  })
 }
 
 function summaryOf(row: PatRow, now: number): PatSummaryView {

@@ -17,6 +17,13 @@ import { sourcesService } from './service'
 
 // DESIGN §4: the spec's management endpoints need the permission and the plan feature.
 const auth = { permission: 'settings.integrations', feature: 'integrations' } as const
+// Finding a source and ending or rotating its key stay open after a downgrade to `free`: the spec
+// says a leaked webhook URL must be regenerated (§5), and inbound leads keep flowing on every plan,
+// so a plan gate here would leave a leaked key alive (docs/security.md).
+const endKeys = { permission: 'settings.integrations' } as const
+const endKeysNote =
+  'Needs the permission `settings.integrations`, on every plan (a key must stay revocable after a downgrade). A source of another organization, or an id that is not a UUID, is a 404.'
+
 const tags = ['Sources']
 const accessNote =
   'Needs the permission `settings.integrations` and a plan with the `integrations` feature. A source of another organization, or an id that is not a UUID, is a 404.'
@@ -27,7 +34,7 @@ export function sourcesModule(ctx: AppContext) {
   return new Elysia({ name: 'sources', prefix: '/api/webhook/sources' })
     .use(authPlugin(ctx))
     .get('', ({ principal, query }) => service.list(principal.organizationId, query), {
-      auth,
+      auth: endKeys,
       query: SourceListQuery,
       response: { 200: SourceList, ...managementErrors },
       detail: {
@@ -35,7 +42,7 @@ export function sourcesModule(ctx: AppContext) {
         summary: 'List sources',
         description:
           'Newest first, `?limit=` (default 50, max 200) and `?cursor=`; `?enabled=true|false` filters. Keys are never listed, only their last 4 characters (`key_hint`). ' +
-          accessNote,
+          endKeysNote,
       },
     })
     .post(
@@ -57,13 +64,13 @@ export function sourcesModule(ctx: AppContext) {
       },
     )
     .get('/:id', ({ principal, params }) => service.get(principal.organizationId, params.id), {
-      auth,
+      auth: endKeys,
       params: SourceIdParams,
       response: { 200: SourceRecord, ...managementErrors, 404: ErrorBody },
       detail: {
         tags,
         summary: 'Get a source',
-        description: 'The source without its key. ' + accessNote,
+        description: 'The source without its key. ' + endKeysNote,
       },
     })
     .patch(
@@ -91,7 +98,7 @@ export function sourcesModule(ctx: AppContext) {
         return status(204, undefined)
       },
       {
-        auth,
+        auth: endKeys,
         params: SourceIdParams,
         response: { 204: t.Void({ description: 'Deleted; no body' }), ...managementErrors, 404: ErrorBody },
         detail: {
@@ -99,7 +106,7 @@ export function sourcesModule(ctx: AppContext) {
           summary: 'Delete a source',
           description:
             'Deletes the source and its delivery logs; its webhook URL stops at once on every replica. Leads it brought in are kept, with `source_id: null`. ' +
-            accessNote,
+            endKeysNote,
         },
       },
     )
@@ -108,7 +115,7 @@ export function sourcesModule(ctx: AppContext) {
       ({ principal, params, body }) =>
         service.regenerateKey(principal.organizationId, params.id, body?.grace_seconds ?? 0),
       {
-        auth,
+        auth: endKeys,
         params: SourceIdParams,
         body: RegenerateKeyBody,
         transform: rejectUnknownFields(RegenerateKeyBody),
@@ -118,7 +125,7 @@ export function sourcesModule(ctx: AppContext) {
           summary: 'Regenerate the source key',
           description:
             'Issues a new key and webhook URL, shown in this response only. The old key stops at once on every replica, or keeps working for `grace_seconds` (0-86400) so forms can be switched over without losing leads. Limited to 10 per minute per user. ' +
-            accessNote,
+            endKeysNote,
         },
       },
     )

@@ -4,6 +4,7 @@ import { decodeCursor, pageOf } from '../../lib/cursor'
 import { errors } from '../../lib/errors'
 import { isUuid, newId } from '../../lib/ids'
 import { perContext } from '../../lib/memo'
+import { requireName } from '../../lib/names'
 import { digestSecret, generateSecret } from '../../lib/secrets'
 import type {
   CreateSourceBody,
@@ -101,7 +102,7 @@ export class SourcesService {
       return {
         id: newId(),
         organizationId,
-        name: body.name.trim(),
+        name: requireName(body.name, '/name'),
         enabled: body.enabled ?? true,
         keyDigest: key.digest,
         keyHint: key.hint,
@@ -125,7 +126,7 @@ export class SourcesService {
     if (!isUuid(id)) throw notFound()
     const settings = validateSourceSettings(body)
     const changes: SourceChanges = { ...settings }
-    if (body.name !== undefined) changes.name = body.name.trim()
+    if (body.name !== undefined) changes.name = requireName(body.name, '/name')
     if (body.enabled !== undefined) changes.enabled = body.enabled
     if (body.spam_filter !== undefined) changes.spamFilter = body.spam_filter
     if (Object.keys(changes).length === 0) return this.get(organizationId, id)

@@ -1,0 +1,157 @@
+/**
+ * Payment card data is never stored (defence in depth: whatever a form or a client sends). Two
+ * rules, one home:
+ *
+ * 1. A field whose *name* denotes card data is dropped: the name is split into tokens (on anything
+ *    but letters and digits, and at camelCase boundaries: `payment[cc_number]` → payment, cc,
+ *    number; `cardCvc` → card, cvc) and matched token by token, so `cc` or `pan` count only as
+ *    whole tokens: `account`, `company`, `panel`, `span`, `occupation` are innocent.
+ * 2. A *value* holding a Luhn-valid number of 13 to 19 digits, written as one group or in groups of
+ *    at most 6 digits joined by single spaces, dashes, `+` or `%20`, and not glued to letters or
+ *    digits, is redacted in place, wherever it is, except in the phone field.
+ *
+ * Known false positives, accepted: an e-mail "cc" field, an Indian PAN field, and any 13-19 digit
+ * number that happens to pass Luhn (one in ten do) outside the phone field.
+ */
+export const REMOVED_CARD_FIELD = '[removed: card data]'
+export const REDACTED_CARD_NUMBER = '[redacted: card number]'
+
+/** Tokens that denote card data on their own (a trailing digit is ignored: cvv2, cvc2). */
+const CARD_TOKENS = new Set([
+  'cc',
+  'cid',
+  'cvn',
+  'cvv',
+  'cvc',
+  'csc',
+  'pan',
+  'creditcard',
+  'debitcard',
+  'cardnumber',
+  'cardnum',
+  'ccnumber',
+  'ccnum',
+  'cardno',
+  'ccv',
+  'cvd',
+  'securitycode',
+])
+/** With `card` (or `credit`/`debit`) beside them, these denote card data too. */
+const CARD_COMPANIONS = new Set([
+  'number',
+  'num',
+  'no',
+  'nr',
+  'exp',
+  'expiry',
+  'expiration',
+  'expires',
+  'expdate',
+  'month',
+  'year',
+  'code',
+  'security',
+  'verification',
+  'pin',
+  'card',
+])
+// A cheap first look before tokenising: every rule above needs one of these substrings.
+const MAYBE_CARD = /cc|cid|cv|csc|pan|card|secur/i
+
+function tokensOf(name: string): string[] {
+  return name
+    .replace(/([a-z0-9])([A-Z])/g, '$1 $2')
+    .replace(/([A-Z]+)([A-Z][a-z])/g, '$1 $2')
+    .toLowerCase()
+    .split(/[^a-z0-9]+/)
+    .filter(Boolean)
+    .map((token) => token.replace(/(?<=[a-z])\d+$/, ''))
+}
+
+/** True when a field name denotes card data (rule 1). */
+export function isCardFieldName(name: string): boolean {
+  if (!MAYBE_CARD.test(name)) return false
+  const tokens = tokensOf(name)
+  for (let index = 0; index < tokens.length; index++) {
+    const token = tokens[index]!
+    if (CARD_TOKENS.has(token)) return true
+    if (token === 'security' && tokens[index + 1] === 'code') return true
+    if (token === 'card' || token === 'credit' || token === 'debit') {
+      const neighbours = [tokens[index - 1], tokens[index + 1]]
+      if (neighbours.some((neighbour) => neighbour !== undefined && CARD_COMPANIONS.has(neighbour)))
+        return true
+    }
+  }
+  return false
+}
+
+export function luhnValid(digits: string): boolean {
+  let sum = 0
+  let double = false
+  for (let index = digits.length - 1; index >= 0; index--) {
+    let digit = digits.charCodeAt(index) - 48
+    if (double) {
+      digit *= 2
+      if (digit > 9) digit -= 9
+    }
+    sum += digit
+    double = !double
+  }
+  return sum % 10 === 0
+}
+
+const MAX_GROUP = 6
+/**
+ * Digits with single separators between them (space, dash, and the `+` or `%20` a space becomes in
+ * a URL); at least 13 digits to be worth a look. The number must stand on its own: not glued to a
+ * letter or digit on either side (a `%XX` escape before it counts as a separator), so a run of
+ * digits inside a hex id is not read as a card number.
+ */
+const DIGIT_RUN = /(?:(?<=%[0-9A-Fa-f]{2})|(?<![A-Za-z0-9%]))\d(?:(?:[ +-]|%20)?\d){12,}(?![A-Za-z0-9])/g
+
+/**
+ * The text with every Luhn-valid 13-19 digit number replaced by REDACTED_CARD_NUMBER (rule 2).
+ * A run of digit groups (`4111 1111 1111 1111 123`) is searched group by group, so a card number
+ * followed by another number is still found. A single group longer than 19 digits is no card, and
+ * neither are groups of more than 6 digits joined by separators (so no UUID is ever taken for one).
+ */
+export function redactCardNumbers(text: string): string {
+  if (text.length < 13) return text
+  return text.replace(DIGIT_RUN, (run) => {
+    const parts = run.split(/([ +-]|%20)/)
+    const groups = parts.filter((_, index) => index % 2 === 0)
+    const separators = parts.filter((_, index) => index % 2 === 1)
+    let result = ''
+    let changed = false
+    let index = 0
+    while (index < groups.length) {
+      let found = -1
+      let digits = ''
+      for (let end = index; end < groups.length; end++) {
+        // Written in groups, a card number has short ones (4-4-4-4, 4-6-5, 4-4-4-4-3): a longer
+        // group beside a separator is something else (a UUID's 8-4-4-4-12 of digits, say).
+        if (end > index && (groups[index]!.length > MAX_GROUP || groups[end]!.length > MAX_GROUP)) break
+        digits += groups[end]
+        if (digits.length > 19) break
+        if (digits.length >= 13 && luhnValid(digits)) found = end
+      }
+      if (index > 0) result += separators[index - 1]
+      if (found >= 0) {
+        result += REDACTED_CARD_NUMBER
+        changed = true
+        index = found + 1
+      } else {
+        result += groups[index]
+        index++
+      }
+    }
+    return changed ? result : run
+  })
+}
+
+/** True for a JSON number that reads as a card number (rule 2 for numeric values). */
+export function isCardNumberValue(value: number): boolean {
+  if (!Number.isInteger(value) || value < 1e12) return false
+  const digits = BigInt(value).toString()
+  return digits.length >= 13 && digits.length <= 19 && luhnValid(digits)
+}

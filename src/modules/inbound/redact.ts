@@ -1,0 +1,128 @@
+import {
+  isCardFieldName,
+  isCardNumberValue,
+  REDACTED_CARD_NUMBER,
+  REMOVED_CARD_FIELD,
+  redactCardNumbers,
+} from '../../lib/card-data'
+import { maskSecretsInText } from '../../lib/secrets'
+
+/**
+ * What an inbound request leaves in the database, cleaned before it is stored (not when read):
+ * credentials (`flwh_`, `fl_pat_`, `fl_sess_`) masked, card-named fields dropped, card numbers
+ * redacted (lib/card-data.ts). The parsed body is cleaned value by value, after JSON unescaping,
+ * so `"\u0066l_pat_…"` is caught like `"fl_pat_…"`; the delivery log then keeps the cleaned body
+ * serialised again. A body that is not a JSON object is cleaned as text.
+ */
+export interface ScrubbedBody {
+  /** The body the lead is built from: card-named fields left out. */
+  body: Record<string, unknown>
+  /** The body text the delivery log keeps: card-named fields shown as REMOVED_CARD_FIELD. */
+  logText: string
+  /** JSON pointers of what was removed or redacted, never the values. */
+  redacted: string[]
+}
+
+// A body with none of these cannot hold a credential, however it is escaped.
+const MAYBE_SECRET = /fl_pat_|fl_sess_|flwh_|\\|%/
+// Nor card data without one of these: a card-ish name or 13 digits in a row (with separators).
+const MAYBE_CARD = /cc|cid|cv|csc|pan|card|secur|\d(?:(?:[ +-]|%20)?\d){12}/i
+/**
+ * Values nested deeper than this are not walked: they are replaced by TOO_DEEP in the lead and the
+ * log, so nothing unchecked is stored and re-serialising the log body stays shallow (JSON.stringify
+ * of a 40,000-deep value overflows the stack). No form nests this deep; the JSON depth limit
+ * refuses such bodies before they get here.
+ */
+const MAX_DEPTH = 64
+export const TOO_DEEP = '[removed: nested too deep]'
+
+/** Free text (a header, an unparseable body): credentials masked, card numbers redacted. */
+export function scrubText(text: string): string {
+  return redactCardNumbers(maskSecretsInText(text))
+}
+
+export function scrubNullableText(text: string | null): string | null {
+  return text === null ? null : scrubText(text)
+}
+
+export function scrubBody(
+  body: Record<string, unknown>,
+  rawText: string,
+  isPhoneField: (name: string) => boolean,
+): ScrubbedBody {
+  const secrets = MAYBE_SECRET.test(rawText)
+  const cards = MAYBE_CARD.test(rawText)
+  if (!secrets && !cards) return { body, logText: rawText, redacted: [] }
+  const redacted: string[] = []
+
+  const cleanString = (value: string, path: string, phone: boolean): string => {
+    const masked = secrets ? maskSecretsInText(value) : value
+    if (!cards || phone) return masked
+    const clean = redactCardNumbers(masked)
+    if (clean !== masked) redacted.push(path)
+    return clean
+  }
+
+  /** [for the lead, for the log]; the same references when nothing changed. */
+  const visit = (value: unknown, path: string, depth: number, phone: boolean): [unknown, unknown] => {
+    if (typeof value === 'string') {
+      const clean = cleanString(value, path, phone)
+      return [clean, clean]
+    }
+    if (typeof value === 'number') {
+      if (cards && !phone && isCardNumberValue(value)) {
+        redacted.push(path)
+        return [REDACTED_CARD_NUMBER, REDACTED_CARD_NUMBER]
+      }
+      return [value, value]
+    }
+    if (typeof value !== 'object' || value === null) return [value, value]
+    if (depth > MAX_DEPTH) return [TOO_DEEP, TOO_DEEP]
+    if (Array.isArray(value)) {
+      const lead: unknown[] = []
+      const log: unknown[] = []
+      let changed = false
+      value.forEach((item, index) => {
+        const [forLead, forLog] = visit(item, `${path}/${index}`, depth + 1, false)
+        lead.push(forLead)
+        log.push(forLog)
+        if (forLead !== item || forLog !== item) changed = true
+      })
+      return changed ? [lead, log] : [value, value]
+    }
+    const lead: Record<string, unknown> = {}
+    const log: Record<string, unknown> = {}
+    let changed = false
+    for (const [key, item] of Object.entries(value)) {
+      const cleanKey = secrets ? maskSecretsInText(key) : key
+      const itemPath = `${path}/${cleanKey.replaceAll('~', '~0').replaceAll('/', '~1')}`
+      if (cleanKey !== key) changed = true
+      if (isCardFieldName(key)) {
+        redacted.push(itemPath)
+        setOwn(log, cleanKey, REMOVED_CARD_FIELD)
+        changed = true
+        continue
+      }
+      const [forLead, forLog] = visit(item, itemPath, depth + 1, depth === 0 && isPhoneField(key))
+      if (forLead !== item || forLog !== item) changed = true
+      setOwn(lead, cleanKey, forLead)
+      setOwn(log, cleanKey, forLog)
+    }
+    return changed ? [lead, log] : [value, value]
+  }
+
+  const [lead, log] = visit(body, '', 0, false)
+  if (lead === body) return { body, logText: rawText, redacted }
+  return { body: lead as Record<string, unknown>, logText: JSON.stringify(log), redacted }
+}
+
+/** Whether a body field lands in `phone_raw` (directly or by the source's field mapping). */
+export function isPhoneField(name: string, fieldMapping: Record<string, string>): boolean {
+  const mapped = Object.hasOwn(fieldMapping, name) ? fieldMapping[name] : undefined
+  return (typeof mapped === 'string' && mapped ? mapped : name) === 'phone_raw'
+}
+
+/** `object[key] = value` as an own property, even for `__proto__`. */
+function setOwn(object: Record<string, unknown>, key: string, value: unknown): void {
+  Object.defineProperty(object, key, { value, enumerable: true, writable: true, configurable: true })
+}

@@ -1,0 +1,339 @@
+import { beforeAll, describe, expect, test } from 'bun:test'
+import fc from 'fast-check'
+import type { AppContext } from '../../src/context'
+import {
+  isCardFieldName,
+  luhnValid,
+  REDACTED_CARD_NUMBER,
+  REMOVED_CARD_FIELD,
+  redactCardNumbers,
+} from '../../src/lib/card-data'
+import { createOrganization, createSession, createSource, createUser } from '../helpers/factories'
+import { forbiddenIn } from '../helpers/forbidden'
+import { makeTestApp, request, testDatabase } from '../helpers/test-app'
+
+/**
+ * Issue 15 item 9: card data never reaches the database through the inbound endpoint. Card-named
+ * fields are dropped from the lead (the delivery log keeps the name, not the value); Luhn-valid
+ * 13-19 digit numbers are redacted in every value but the phone field. Rows are read raw.
+ */
+beforeAll(() => testDatabase(), 60_000)
+
+/** `prefix` completed with its Luhn check digit. */
+function withCheckDigit(prefix: string): string {
+  for (let digit = 0; digit <= 9; digit++) if (luhnValid(prefix + digit)) return prefix + digit
+  throw new Error('unreachable')
+}
+
+const CARD_NAMES = [
+  'payment[cc_number]',
+  'payment[cc_cid]',
+  'payment[cc_exp_month]',
+  'payment[cc_exp_year]',
+  'cc_number',
+  'cc-number',
+  'cc_cid',
+  'cc_exp_month',
+  'ccNumber',
+  'CCNum',
+  'cid',
+  'cvn',
+  'cvv',
+  'CVV2',
+  'cvc',
+  'card_cvc',
+  'csc',
+  'pan',
+  'security_code',
+  'securityCode',
+  'card_number',
+  'cardNumber',
+  'card-no',
+  'card_expiry',
+  'cardExpiration',
+  'credit_card',
+  'creditCardNumber',
+  'billing[card][number]',
+]
+const INNOCENT_NAMES = [
+  'account',
+  'company',
+  'panel',
+  'occupation',
+  'span',
+  'accent',
+  'success',
+  'accident',
+  'japan',
+  'expiry',
+  'discount_code',
+  'cardholder',
+  'cycle',
+  'decision',
+  'participants',
+  'scope',
+]
+
+const VISA = withCheckDigit('411111111111111')
+const CARD_NUMBERS: Array<[string, string]> = [
+  ['16 digits', VISA],
+  ['16 digits in groups of 4 with spaces', VISA.replace(/(\d{4})(?=\d)/g, '$1 ')],
+  ['16 digits with dashes', VISA.replace(/(\d{4})(?=\d)/g, '$1-')],
+  ['13 digits', withCheckDigit('422222222222')],
+  ['15 digits (Amex)', withCheckDigit('37828224631000')],
+  ['19 digits', withCheckDigit('622222222222222222')],
+  ['followed by a CVV', `${VISA} 123`],
+]
+
+const email = () => `card-${crypto.randomUUID()}@example.com`
+
+async function rawRows(ctx: AppContext, sourceId: string) {
+  const logs = await ctx.database.query<{ body: string; id: string }>(
+    'select * from delivery_logs where source_id = $1 order by id',
+    [sourceId],
+  )
+  const leadRows = await ctx.database.query<{
+    custom_fields: Record<string, unknown>
+    phone_raw: string | null
+  }>('select * from leads where source_id = $1 order by id', [sourceId])
+  return { logs, leads: leadRows }
+}
+
+async function setup(fieldMapping: Record<string, string> = {}) {
+  const { app, ctx } = await makeTestApp()
+  const organization = await createOrganization(ctx)
+  const { source, apiKey } = await createSource(ctx, organization.id, { fieldMapping })
+  const post = (json: unknown) => app.handle(request('POST', `/api/webhook/lead/${apiKey}`, { json }))
+  return { app, ctx, organization, source, post }
+}
+
+describe('card-named fields are dropped', () => {
+  test('every card name: not in the lead, named (without the value) in the delivery log', async () => {
+    const { ctx, source, post } = await setup()
+    for (const name of CARD_NAMES) {
+      // Letters no UUID, timestamp or id holds, so a substring check cannot match by chance.
+      const secretValue = `SECRET-${name}-${Math.floor(Math.random() * 1e6)}`
+      const response = await post({ email: email(), [name]: secretValue, keep: 'yes' })
+      expect({ name, status: response.status }).toEqual({ name, status: 200 })
+      const { logs, leads } = await rawRows(ctx, source.id)
+      const lead = leads.at(-1)!
+      const log = logs.find((row) => Object.hasOwn(JSON.parse(row.body), name))
+      expect({ name, custom: lead.custom_fields }).toEqual({ name, custom: { keep: 'yes' } })
+      expect({ name, logged: log && JSON.parse(log.body)[name] }).toEqual({
+        name,
+        logged: REMOVED_CARD_FIELD,
+      })
+      for (const row of [...logs, ...leads]) expect(JSON.stringify(row)).not.toContain(secretValue)
+    }
+  })
+
+  test('innocent names are kept, values and all', async () => {
+    const { ctx, source, post } = await setup()
+    const body: Record<string, string> = { email: email() }
+    for (const name of INNOCENT_NAMES) body[name] = `value of ${name}`
+    expect((await post(body)).status).toBe(200)
+    const { leads, logs } = await rawRows(ctx, source.id)
+    const { email: _, ...custom } = body
+    expect(leads[0]!.custom_fields).toEqual(custom)
+    expect(JSON.parse(logs[0]!.body)).toEqual(body)
+  })
+
+  test('the issue’s checkout form, nested objects and arrays: dropped at any depth', async () => {
+    const { ctx, source, post } = await setup()
+    const body = {
+      email: email(),
+      'payment[cc_number]': VISA,
+      'payment[cc_cid]': '737',
+      'payment[cc_exp_month]': '03',
+      'payment[cc_exp_year]': '2030',
+      pan: VISA,
+      security_code: '1234',
+      payment: { method: 'card', card: { number: VISA, cvc: '737', holder: 'Ada' } },
+      items: [{ sku: 'A1', cvv: '999' }],
+    }
+    expect((await post(body)).status).toBe(200)
+    const { leads, logs } = await rawRows(ctx, source.id)
+    expect(leads[0]!.custom_fields).toEqual({
+      payment: { method: 'card', card: { number: REDACTED_CARD_NUMBER, holder: 'Ada' } },
+      items: [{ sku: 'A1' }],
+    })
+    expect(JSON.parse(logs[0]!.body)).toEqual({
+      email: body.email,
+      'payment[cc_number]': REMOVED_CARD_FIELD,
+      'payment[cc_cid]': REMOVED_CARD_FIELD,
+      'payment[cc_exp_month]': REMOVED_CARD_FIELD,
+      'payment[cc_exp_year]': REMOVED_CARD_FIELD,
+      pan: REMOVED_CARD_FIELD,
+      security_code: REMOVED_CARD_FIELD,
+      payment: {
+        method: 'card',
+        card: { number: REDACTED_CARD_NUMBER, cvc: REMOVED_CARD_FIELD, holder: 'Ada' },
+      },
+      items: [{ sku: 'A1', cvv: REMOVED_CARD_FIELD }],
+    })
+    // Short values (a CVV) are looked for as parsed values, never as substrings: the body also
+    // holds a random UUID in the e-mail, where `737` or `999` turns up now and then.
+    for (const dump of [logs[0]!.body, JSON.stringify(leads[0]!.custom_fields)]) {
+      expect(forbiddenIn(dump, [VISA, '737', '2030', '1234', '999'], [])).toEqual([])
+    }
+    expect(JSON.stringify([...logs, ...leads])).not.toContain(VISA)
+  })
+})
+
+describe('card numbers in values are redacted, except in the phone field', () => {
+  for (const [label, number] of CARD_NUMBERS) {
+    test(`${label}: in a lead field, a custom field, a nested value, an array, attribution and as a JSON number`, async () => {
+      const { ctx, source, post } = await setup()
+      const digits = number.replace(/\D/g, '').slice(0, 16)
+      const body = {
+        email: email(),
+        first_name: `Ada ${number}`,
+        status: number,
+        note: `my card is ${number}, thanks`,
+        nested: { deeper: [`${number}`] },
+        attribution: { utm_content: number },
+        page_url: `https://shop.test/pay?n=${number.replaceAll(' ', '+')}&m=${number.replaceAll(' ', '%20')}`,
+        amount: Number(VISA),
+      }
+      const response = await post(body)
+      expect(response.status).toBe(200)
+      const { leads, logs } = await rawRows(ctx, source.id)
+      for (const row of [...logs, ...leads]) {
+        const dump = JSON.stringify(row)
+        const forms = [digits, number, number.replaceAll(' ', '+'), number.replaceAll(' ', '%20')]
+        expect({ label, holds: forms.some((form) => dump.includes(form)) }).toEqual({ label, holds: false })
+      }
+      expect(leads[0]!.custom_fields).toMatchObject({
+        note: expect.stringContaining(REDACTED_CARD_NUMBER),
+        nested: { deeper: [expect.stringContaining(REDACTED_CARD_NUMBER)] },
+        amount: REDACTED_CARD_NUMBER,
+      })
+      expect(JSON.parse(logs[0]!.body).note).toContain(REDACTED_CARD_NUMBER)
+    })
+  }
+
+  test('the phone field keeps its digits, named directly or through the field mapping', async () => {
+    const phone = `+${withCheckDigit('49151234567890')}`
+    expect(luhnValid(phone.slice(1))).toBe(true)
+    for (const [mapping, field] of [
+      [{}, 'phone_raw'],
+      [{ tel: 'phone_raw' }, 'tel'],
+    ] as const) {
+      const { ctx, source, post } = await setup(mapping)
+      expect((await post({ [field]: phone, email: email(), other: phone })).status).toBe(200)
+      const { leads, logs } = await rawRows(ctx, source.id)
+      expect(leads[0]!.phone_raw).toBe(phone)
+      expect(leads[0]!.custom_fields).toEqual({ other: `+${REDACTED_CARD_NUMBER}` })
+      expect(JSON.parse(logs[0]!.body)[field]).toBe(phone)
+    }
+  })
+
+  test('rejected requests: an unparseable body is stored with card numbers redacted too', async () => {
+    const { app, ctx, organization } = await setup()
+    const { source, apiKey } = await createSource(ctx, organization.id)
+    const response = await app.handle(
+      request('POST', `/api/webhook/lead/${apiKey}`, {
+        body: `{"email":"x","cc":"${VISA}"`,
+        headers: { 'content-type': 'application/json', referer: `https://shop.test/?card=${VISA}` },
+      }),
+    )
+    expect(response.status).toBe(400)
+    const { logs } = await rawRows(ctx, source.id)
+    expect(JSON.stringify(logs)).not.toContain(VISA)
+  })
+
+  test('GET …/logs/{id} shows which fields were removed, never the values', async () => {
+    const { app, ctx, organization, source, post } = await setup()
+    const owner = await createUser(ctx, organization.id)
+    const session = await createSession(ctx, owner.id)
+    expect((await post({ email: email(), cvv: '321', cc_number: VISA })).status).toBe(200)
+    const list = await (
+      await app.handle(request('GET', `/api/webhook/sources/${source.id}/logs`, { token: session }))
+    ).json()
+    const single = await app.handle(
+      request('GET', `/api/webhook/sources/${source.id}/logs/${list.data[0].id}`, { token: session }),
+    )
+    expect(single.status).toBe(200)
+    const entry = await single.json()
+    expect(entry.body).toMatchObject({ cvv: REMOVED_CARD_FIELD, cc_number: REMOVED_CARD_FIELD })
+    expect(JSON.stringify(entry)).not.toContain(VISA)
+  })
+})
+
+describe('the rules themselves (property tests)', () => {
+  test('any Luhn-valid 13-19 digit number, whole or in groups of up to 6 joined by a separator, in any text, is redacted', () => {
+    fc.assert(
+      fc.property(
+        fc
+          .integer({ min: 12, max: 18 })
+          .chain((length) =>
+            fc.tuple(
+              fc.array(fc.integer({ min: 0, max: 9 }), { minLength: length, maxLength: length }),
+              fc.array(fc.integer({ min: 1, max: 6 }), { minLength: 19, maxLength: 19 }),
+              fc.constantFrom('', ' ', '-', '+', '%20'),
+              fc.constantFrom('', 'card: ', '(', 'pay ', 'n=', 'a%20'),
+              fc.constantFrom('', ' thanks', '.', ' 123', ')', '%2C'),
+            ),
+          ),
+        ([prefix, sizes, separator, before, after]) => {
+          const digits = withCheckDigit(prefix.join(''))
+          const groups: string[] = []
+          for (let at = 0, next = 0; at < digits.length; next++) {
+            const size = separator ? sizes[next]! : digits.length
+            groups.push(digits.slice(at, at + size))
+            at += size
+          }
+          const redacted = redactCardNumbers(`${before}${groups.join(separator)}${after}`)
+          return redacted.includes(REDACTED_CARD_NUMBER) && !redacted.replace(/\D/g, '').includes(digits)
+        },
+      ),
+      { numRuns: 3000 },
+    )
+  })
+
+  test('UUIDs are never taken for card numbers, even all in digits', () => {
+    fc.assert(
+      fc.property(fc.array(fc.integer({ min: 0, max: 9 }), { minLength: 32, maxLength: 32 }), (digits) => {
+        const hex = digits.join('')
+        const uuid = `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`
+        const text = `lead-${uuid}@example.com order ${uuid}`
+        return redactCardNumbers(text) === text
+      }),
+      { numRuns: 3000 },
+    )
+    for (let index = 0; index < 2000; index++) {
+      const text = `lead-${crypto.randomUUID()}@example.com`
+      expect(redactCardNumbers(text)).toBe(text)
+    }
+  })
+
+  test('numbers that are not cards stay: too short, too long, not Luhn-valid, phone numbers', () => {
+    const notLuhn = `${VISA.slice(0, -1)}${(Number(VISA.at(-1)) + 1) % 10}`
+    for (const text of [
+      '123456789012',
+      notLuhn,
+      '1'.repeat(25),
+      'call +44 20 7946 0958',
+      '2026-01-01T09:30:00Z',
+    ]) {
+      expect(redactCardNumbers(text)).toBe(text)
+    }
+  })
+
+  test('name tokens: card names and their camelCase/bracket variants match, innocent names never do', () => {
+    for (const name of CARD_NAMES) expect({ name, card: isCardFieldName(name) }).toEqual({ name, card: true })
+    for (const name of INNOCENT_NAMES)
+      expect({ name, card: isCardFieldName(name) }).toEqual({ name, card: false })
+    // Innocent words that contain a card token as a substring, in any case and with any decoration.
+    fc.assert(
+      fc.property(
+        fc.constantFrom(...INNOCENT_NAMES),
+        fc.constantFrom('', 'form[', 'data.', 'x_'),
+        fc.constantFrom('', ']', '_1', '.value'),
+        fc.boolean(),
+        (word, before, after, upper) =>
+          !isCardFieldName(`${before}${upper ? word.toUpperCase() : word}${after}`),
+      ),
+    )
+  })
+})

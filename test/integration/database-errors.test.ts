@@ -1,0 +1,136 @@
+import { describe, expect, test } from 'bun:test'
+import { sql } from 'drizzle-orm'
+import { DrizzleQueryError } from 'drizzle-orm/errors'
+import { Elysia } from 'elysia'
+import { describeDatabaseError } from '../../src/lib/errors'
+import { DATABASE_UNAVAILABLE_HOLD_MS, healthModule } from '../../src/modules/health'
+import { errorsPlugin } from '../../src/plugins/errors'
+import { requestContextPlugin } from '../../src/plugins/request-context'
+import { makeTestContext, request } from '../helpers/test-app'
+
+type Lines = Array<Record<string, unknown>>
+
+/**
+ * One description of a database error (src/lib/errors.ts describeDatabaseError): SQLSTATE,
+ * message and statement, never the parameter values that Drizzle's "Failed query … params: …"
+ * wrapper carries (lead personal data, key digests). It feeds the unhandled-error log, the start-up
+ * failure message (test/reliability/postgres-exhausted.test.ts) and the 503 classification.
+ */
+describe('describeDatabaseError', () => {
+  test('a real failed query: SQLSTATE, message and statement from the cause, no parameter value', async () => {
+    const ctx = await makeTestContext()
+    const marker = `lead-secret-${crypto.randomUUID()}`
+    const error = await ctx.db.execute(sql`select ${marker}::int as n`).then(
+      () => null,
+      (caught: unknown) => caught,
+    )
+    expect(error).toBeInstanceOf(Error)
+    // The wrapper itself does carry the value: that is what must never be logged.
+    expect(String((error as Error).message)).toContain(marker)
+    const description = describeDatabaseError(error)
+    expect(description).toMatchObject({
+      sqlstate: '22P02',
+      message: 'invalid input syntax for type integer',
+      statement: 'select $1::int as n',
+      unavailable: false,
+    })
+    expect(JSON.stringify(description)).not.toContain(marker)
+  })
+
+  const unavailable: Array<[string, string]> = [
+    ['53300', 'sorry, too many clients already'],
+    ['57P01', 'terminating connection due to administrator command'],
+    ['57P02', 'terminating connection due to crash of another server process'],
+    ['57P03', 'the database system is starting up'],
+    ['08006', 'connection failure'],
+    ['08001', 'could not establish connection'],
+    ['08P01', 'protocol violation'],
+    ['CONNECT_TIMEOUT', 'write CONNECT_TIMEOUT 127.0.0.1:5432'],
+    ['ECONNREFUSED', 'connect ECONNREFUSED 127.0.0.1:5432'],
+    ['CONNECTION_CLOSED', 'write CONNECTION_CLOSED 127.0.0.1:5432'],
+  ]
+  const serviceable: Array<[string, string]> = [
+    ['23505', 'duplicate key value violates unique constraint "leads_email_key"'],
+    ['42P01', 'relation "nothing" does not exist'],
+    ['40001', 'could not serialize access due to concurrent update'],
+    ['53100', 'could not extend file: No space left on device'],
+  ]
+  for (const [code, message] of [...unavailable, ...serviceable]) {
+    const expected = unavailable.some(([candidate]) => candidate === code)
+    test(`${code} inside Drizzle's wrapper: unavailable=${expected}, values never kept`, () => {
+      const cause = Object.assign(new Error(message), { code, parameters: ['secret-value@example.com'] })
+      const wrapped = new DrizzleQueryError(
+        'insert into leads (email) values ($1)',
+        ['secret-value@example.com'],
+        cause,
+      )
+      const description = describeDatabaseError(wrapped)
+      expect(description).toEqual({
+        sqlstate: code,
+        message,
+        statement: 'insert into leads (email) values ($1)',
+        unavailable: expected,
+      })
+      expect(JSON.stringify(description)).not.toContain('secret-value')
+    })
+  }
+
+  test('not a database error: null', () => {
+    expect(describeDatabaseError(new TypeError('x is not a function'))).toBeNull()
+    expect(describeDatabaseError('text')).toBeNull()
+  })
+})
+
+describe('the errors plugin uses it', () => {
+  test('an unhandled query failure is logged with SQLSTATE and statement, never the parameter values', async () => {
+    const ctx = await makeTestContext()
+    const marker = `lead-secret-${crypto.randomUUID()}`
+    const app = new Elysia()
+      .use(requestContextPlugin(ctx))
+      .use(errorsPlugin(ctx))
+      .get('/failing-query', async () => {
+        await ctx.db.execute(sql`select ${marker}::int as n`)
+        return 'unreachable'
+      })
+    const response = await app.handle(request('GET', '/failing-query'))
+    expect(response.status).toBe(500)
+    expect(await response.json()).toEqual({
+      error: 'internal_error',
+      message: 'an unexpected error occurred',
+      request_id: response.headers.get('x-request-id'),
+    })
+    const lines = (ctx.logger as unknown as { lines: Lines }).lines
+    const logged = lines.find((line) => line.msg === 'unhandled error')
+    expect(logged).toMatchObject({
+      level: 'error',
+      error: { sqlstate: '22P02', statement: 'select $1::int as n' },
+    })
+    expect(JSON.stringify(lines)).not.toContain(marker)
+  })
+
+  test('"server cannot serve now" (53300 in Drizzle\'s wrapper) is 503 + Retry-After and /readyz 503 for a while', async () => {
+    const ctx = await makeTestContext()
+    const app = new Elysia()
+      .use(requestContextPlugin(ctx))
+      .use(errorsPlugin(ctx))
+      .use(healthModule(ctx))
+      .get('/exhausted', () => {
+        const cause = Object.assign(new Error('sorry, too many clients already'), { code: '53300' })
+        throw new DrizzleQueryError('select 1', [], cause)
+      })
+    expect((await app.handle(request('GET', '/readyz'))).status).toBe(200)
+    const response = await app.handle(request('GET', '/exhausted'))
+    expect(response.status).toBe(503)
+    expect(response.headers.get('retry-after')).toBe('5')
+    expect(await response.json()).toMatchObject({
+      error: 'service_unavailable',
+      request_id: expect.any(String),
+    })
+    const readiness = await app.handle(request('GET', '/readyz'))
+    expect(readiness.status).toBe(503)
+    expect(await readiness.json()).toMatchObject({ status: 'not_ready', database: { status: 'down' } })
+    // Ready again by itself once such refusals stop.
+    await Bun.sleep(DATABASE_UNAVAILABLE_HOLD_MS + 200)
+    expect((await app.handle(request('GET', '/readyz'))).status).toBe(200)
+  }, 15_000)
+})

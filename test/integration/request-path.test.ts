@@ -1,0 +1,249 @@
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { connect } from 'node:net'
+import { createApp } from '../../src/app'
+import type { AppContext } from '../../src/context'
+import { requestPath } from '../../src/lib/http'
+import { createSource } from '../helpers/factories'
+import { makeSignedInApp, makeTestApp, request } from '../helpers/test-app'
+
+/**
+ * One canonical path (src/lib/http.ts requestPath) for routing, rate limits, probe exemptions and
+ * access logs, whatever form the request line takes. HAProxy's stock check is `GET /readyz
+ * HTTP/1.0` with no Host: Bun then hands over a relative URL, which app.handle cannot express, so
+ * the request-line forms are sent over raw TCP sockets to a listening server.
+ */
+
+interface RawResponse {
+  status: number
+  headers: Record<string, string>
+  body: string
+}
+
+/** Sends `head` (+ body) on a new connection and reads the whole response (HTTP/1.0 or close). */
+function rawRequest(port: number, head: string, body = ''): Promise<RawResponse> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = []
+    const socket = connect(port, '127.0.0.1', () => socket.write(head + body))
+    socket.setTimeout(5000, () => socket.destroy(new Error('raw request timed out')))
+    socket.on('data', (chunk: Buffer) => chunks.push(chunk))
+    socket.on('error', reject)
+    socket.on('close', () => {
+      const text = Buffer.concat(chunks).toString('utf8')
+      const split = text.indexOf('\r\n\r\n')
+      const lines = text.slice(0, split).split('\r\n')
+      const status = Number(lines[0]?.split(' ')[1])
+      const headers: Record<string, string> = {}
+      for (const line of lines.slice(1)) {
+        const colon = line.indexOf(':')
+        headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim()
+      }
+      resolve({ status, headers, body: text.slice(split + 4) })
+    })
+  })
+}
+
+/** Every way a client or balancer may write the request line of `path` (path without query). */
+function requestLineForms(path: string, port: number): Array<{ name: string; head: string }> {
+  return [
+    { name: 'HTTP/1.0, relative, no Host (HAProxy default check)', head: `GET ${path} HTTP/1.0\r\n\r\n` },
+    {
+      name: 'HTTP/1.1, relative, Host, Connection: close',
+      head: `GET ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nConnection: close\r\n\r\n`,
+    },
+    {
+      name: 'HTTP/1.0, absolute, no Host',
+      head: `GET http://127.0.0.1:${port}${path} HTTP/1.0\r\n\r\n`,
+    },
+    {
+      name: 'HTTP/1.1, absolute, other Host',
+      head: `GET http://balancer.internal${path} HTTP/1.1\r\nHost: lb.example\r\nConnection: close\r\n\r\n`,
+    },
+    { name: 'HTTP/1.0, relative, query string', head: `GET ${path}?probe=1 HTTP/1.0\r\n\r\n` },
+    { name: 'HTTP/1.0, relative, trailing slash', head: `GET ${path}/ HTTP/1.0\r\n\r\n` },
+    {
+      name: 'HTTP/1.0, relative, User-Agent and Accept',
+      head: `GET ${path} HTTP/1.0\r\nUser-Agent: check\r\nAccept: */*\r\n\r\n`,
+    },
+  ]
+}
+
+describe('requestPath: one canonical path for every URL form', () => {
+  const cases: Array<[string, string]> = [
+    ['http://localhost/readyz', '/readyz'],
+    ['/readyz', '/readyz'],
+    ['/readyz/', '/readyz'],
+    ['/readyz?x=1', '/readyz'],
+    ['/readyz//?x=1', '/readyz'],
+    ['http://h:8080/api/auth/login/', '/api/auth/login'],
+    ['http://h/api/pat/?a=b', '/api/pat'],
+    ['https://h/', '/'],
+    ['http://h', '/'],
+    ['/', '/'],
+    ['http://h/api/webhook/sources/0190/regenerate-key/', '/api/webhook/sources/0190/regenerate-key'],
+  ]
+  for (const [url, expected] of cases) {
+    test(`${url} → ${expected}`, () => {
+      const fake = { url } as Request
+      expect(requestPath(fake)).toBe(expected)
+    })
+  }
+})
+
+describe('probes over a real socket, in every request-line form', () => {
+  let ctx: AppContext
+  let server: { stop(force?: boolean): unknown; port?: number }
+  let port: number
+
+  beforeAll(async () => {
+    const built = await makeTestApp({ env: { TRUST_PROXY: '' } })
+    ctx = built.ctx
+    const app = createApp(ctx).listen({ port: 0, hostname: '127.0.0.1' })
+    server = app.server!
+    port = app.server!.port!
+  })
+  afterAll(() => {
+    server.stop(true)
+  })
+
+  // 130 probes of each form from one IP: more than the anonymous 100/min would allow if they
+  // were counted, and none of them limited, none logged.
+  for (const path of ['/readyz', '/healthz']) {
+    test(`${path}: 130 probes of each form all answer 200, carry no rate-limit headers, are not logged`, async () => {
+      const lines = (ctx.logger as unknown as { lines: Array<Record<string, unknown>> }).lines
+      const loggedBefore = lines.filter((line) => line.msg === 'request').length
+      for (const form of requestLineForms(path, port)) {
+        for (let index = 0; index < 130; index++) {
+          const response = await rawRequest(port, form.head)
+          if (response.status !== 200 || response.headers['x-ratelimit-limit'] !== undefined) {
+            throw new Error(
+              `${form.name}, probe ${index + 1}: ${response.status} ${JSON.stringify(response)}`,
+            )
+          }
+          if (index === 0) {
+            const body = JSON.parse(response.body)
+            expect(body.status).toBe(path === '/readyz' ? 'ready' : 'ok')
+          }
+        }
+      }
+      await Bun.sleep(20)
+      expect(lines.filter((line) => line.msg === 'request').length).toBe(loggedBefore)
+    }, 120_000)
+  }
+
+  test('an API path routes and is limited alike in every request-line form (no Host included)', async () => {
+    const statuses = new Map<string, number>()
+    const limits = new Set<string | undefined>()
+    for (const form of requestLineForms('/api/auth/me', port)) {
+      const response = await rawRequest(port, form.head)
+      statuses.set(form.name, response.status)
+      limits.add(response.headers['x-ratelimit-limit'])
+      expect(JSON.parse(response.body)).toMatchObject({
+        error: 'unauthorized',
+        request_id: expect.any(String),
+      })
+    }
+    expect([...new Set(statuses.values())]).toEqual([401])
+    expect([...limits]).toEqual(['100'])
+    // And the access log names the canonical path whatever the form.
+    await Bun.sleep(20)
+    const lines = (ctx.logger as unknown as { lines: Array<Record<string, unknown>> }).lines
+    const paths = new Set(
+      lines.filter((line) => line.msg === 'request' && line.status === 401).map((line) => line.path),
+    )
+    expect([...paths]).toEqual(['/api/auth/me'])
+  })
+})
+
+describe('trailing slash: the non-canonical form shares the tighter limit of its route', () => {
+  const tighter: Array<{ name: string; method: string; path: (sourceId: string) => string; limit: number }> =
+    [
+      { name: 'login', method: 'POST', path: () => '/api/auth/login', limit: 10 },
+      { name: 'signup', method: 'POST', path: () => '/api/auth/signup', limit: 5 },
+      { name: 'PAT creation', method: 'POST', path: () => '/api/pat', limit: 10 },
+      {
+        name: 'key regeneration',
+        method: 'POST',
+        path: (sourceId) => `/api/webhook/sources/${sourceId}/regenerate-key`,
+        limit: 10,
+      },
+    ]
+  for (const rule of tighter) {
+    for (const suffix of ['/', '//', '/?x=1']) {
+      test(`${rule.name}: "${suffix}" and the canonical form count in one bucket of ${rule.limit}`, async () => {
+        const { app, ctx, organization, token } = await makeSignedInApp()
+        const { source } = await createSource(ctx, organization.id)
+        const ip = `198.51.100.${Math.floor(Math.random() * 250) + 1}`
+        const canonical = rule.path(source.id)
+        const statuses: number[] = []
+        for (let index = 0; index <= rule.limit; index++) {
+          // Alternate: the trailing form first, then the canonical one.
+          const path = index % 2 === 0 ? `${canonical}${suffix}` : canonical
+          const response = await app.handle(
+            request(rule.method, path, { json: {}, token, headers: { 'x-forwarded-for': ip } }),
+          )
+          expect(response.headers.get('x-ratelimit-limit')).toBe(String(rule.limit))
+          statuses.push(response.status)
+          if (response.status === 429) {
+            expect(response.headers.get('retry-after')).toMatch(/^\d+$/)
+            expect(await response.json()).toMatchObject({
+              error: 'rate_limited',
+              limit: rule.limit,
+              remaining: 0,
+            })
+          }
+        }
+        expect(statuses.slice(0, rule.limit).includes(429)).toBe(false)
+        expect(statuses[rule.limit]).toBe(429)
+      })
+    }
+  }
+})
+
+describe('anonymous and unmatched requests: bounded per client IP, bounded keys', () => {
+  const longPath = (index: number) => `/api/${index}-${'x'.repeat(15_000)}`
+
+  test('150 distinct 15 KB unmatched paths from one IP: the 101st is 429, the keys stay small', async () => {
+    const { app, ctx } = await makeTestApp()
+    const ip = `203.0.113.${Math.floor(Math.random() * 250) + 1}`
+    const statuses: number[] = []
+    for (let index = 0; index < 150; index++) {
+      const response = await app.handle(
+        request('GET', longPath(index), { headers: { 'x-forwarded-for': ip } }),
+      )
+      statuses.push(response.status)
+      if (response.status === 404) expect(response.headers.get('x-ratelimit-limit')).toBe('100')
+    }
+    expect(statuses.slice(0, 100)).toEqual(Array.from({ length: 100 }, () => 404))
+    expect(statuses.slice(100)).toEqual(Array.from({ length: 50 }, () => 429))
+    // Other anonymous requests of that IP share the bucket; another IP does not.
+    expect(
+      (await app.handle(request('GET', '/api/auth/me', { headers: { 'x-forwarded-for': ip } }))).status,
+    ).toBe(429)
+    expect(
+      (await app.handle(request('GET', '/api/auth/me', { headers: { 'x-forwarded-for': '192.0.2.77' } })))
+        .status,
+    ).toBe(401)
+    if (ctx.redis) {
+      const prefix = (ctx.limiter as unknown as { keyPrefix: string }).keyPrefix
+      const keys = await ctx.redis.keys(`${prefix}*`)
+      expect(keys.length).toBeGreaterThan(0)
+      expect(keys.filter((key) => key.length > 200)).toEqual([])
+      let bytes = 0
+      for (const key of keys) bytes += Number(await ctx.redis.call('MEMORY', 'USAGE', key))
+      // The defect stored ~16 KB per request (2.4 MB here); one bucket of 100 entries is a few KB.
+      expect(bytes).toBeLessThan(64 * 1024)
+    }
+  })
+
+  test('a signed-in user sending distinct unmatched paths is bounded too (one unmatched bucket)', async () => {
+    const { app, token } = await makeSignedInApp()
+    const statuses: number[] = []
+    for (let index = 0; index < 101; index++) {
+      statuses.push((await app.handle(request('GET', longPath(index), { token }))).status)
+    }
+    expect(statuses.slice(0, 100).every((status) => status === 404)).toBe(true)
+    expect(statuses[100]).toBe(429)
+    // Matched endpoints keep their own per-endpoint buckets.
+    expect((await app.handle(request('GET', '/api/auth/me', { token }))).status).toBe(200)
+  })
+})
