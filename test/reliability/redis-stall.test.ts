@@ -24,16 +24,17 @@ const HANG_MS = 10_000
 /**
  * The defect: every request waits for ioredis' 250 ms command timeout while Redis hangs, so the
  * median is ≥ 250 ms and nearly every request takes ≥ 250 ms (1,464 of 1,470 in the report). With
- * the breaker only the requests caught before it trips (200 ms) wait. On a shared 2-core machine
- * CPU contention alone produces 100–500 ms stalls in healthy runs, so the bounds are the median,
- * the share of requests at the timeout, and the p99 relative to a healthy run of the same length
- * measured just before: each separates the two cases by well over 100 ms.
+ * the breaker only the requests caught before it trips (40 ms on a quiet link, up to 200 ms after
+ * slow answers) wait. On a shared 2-core machine CPU contention alone produces 100–500 ms stalls in
+ * healthy runs, so the bounds are the median, the share of requests at the timeout, and the tail
+ * relative to a healthy run of the same length measured just before: each separates the two cases
+ * by well over 100 ms. The absolute p99 target (≤ 20 ms) is measured by `bun run bench:redis-stall`.
  */
 const MEDIAN_BOUND_MS = 50
 const SLOW_SHARE_BOUND = 0.05
-// The breaker trips after 200 ms (a healthy Redis on a loaded 2-core box answered in ~75 ms, and a
-// lower threshold broke the exact limit), so the ~1-2% of requests caught in the first stalled
-// batch sit near 200 ms: the tail bound is on p95, the share at the 250 ms timeout bounds the rest.
+// On a loaded machine the threshold can sit at its 200 ms ceiling, so the ~1-2% of requests caught
+// in the first stalled batch may wait that long: the tail bound is on p95, the share at the 250 ms
+// timeout bounds the rest.
 const P95_EXCESS_BOUND_MS = 100
 
 interface Readiness {

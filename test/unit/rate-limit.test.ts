@@ -3,7 +3,14 @@ import type Redis from 'ioredis'
 import { createRedis } from '../../src/context'
 import { FakeClock } from '../../src/lib/clock'
 import { createMemoryLogger } from '../../src/lib/logger'
-import { MemoryRateLimiter, type RateLimiter, RedisRateLimiter } from '../../src/lib/rate-limit'
+import {
+  MAX_TRIP_MS,
+  MemoryRateLimiter,
+  MIN_TRIP_MS,
+  type RateLimiter,
+  RedisRateLimiter,
+  tripThresholdMs,
+} from '../../src/lib/rate-limit'
 
 const redisUrl = process.env.REDIS_URL
 const openClients: Redis[] = []
@@ -177,4 +184,23 @@ describe('redis outage', () => {
     expect(results[60]!.allowed).toBe(false)
     expect(limiter.state()).toBe('degraded')
   })
+})
+
+describe('circuit breaker threshold', () => {
+  // The slowest recent answer → how long a batch may wait before the circuit opens.
+  const cases: Array<[slowestAnswerMs: number, thresholdMs: number]> = [
+    [0, MIN_TRIP_MS], // a quiet loopback Redis: a hang trips at the floor
+    [1.5, MIN_TRIP_MS],
+    [10, MIN_TRIP_MS],
+    [20, 80], // four times the slowest recent answer in between
+    [40, 160],
+    [50, MAX_TRIP_MS], // a healthy Redis on a loaded host: never below the ceiling
+    [75, MAX_TRIP_MS],
+    [10_000, MAX_TRIP_MS],
+  ]
+  for (const [slowest, threshold] of cases) {
+    test(`slowest recent answer ${slowest} ms → trips after ${threshold} ms`, () => {
+      expect(tripThresholdMs(slowest)).toBe(threshold)
+    })
+  }
 })

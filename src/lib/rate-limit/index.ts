@@ -1,3 +1,3 @@
 export { MemoryRateLimiter } from './memory'
-export { RedisRateLimiter } from './redis'
+export { MAX_TRIP_MS, MIN_TRIP_MS, RedisRateLimiter, tripThresholdMs } from './redis'
 export * from './types'

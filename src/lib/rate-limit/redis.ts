@@ -90,16 +90,30 @@ const MAX_BATCH = 500
 
 /**
  * Circuit breaker. A Redis that hangs (SIGSTOP, a stuck host) keeps the TCP connection open, so
- * every command waits for ioredis' 250 ms command timeout. Instead: a script call that has not
- * answered within TRIP_AFTER_MS answers its batch from the in-process limiter and opens the
+ * every command would wait for ioredis' 250 ms command timeout. Instead: a script call that has not
+ * answered within the trip threshold answers its batch from the in-process limiter and opens the
  * circuit; while open, every check goes straight to the in-process limiter and a PING every
  * PROBE_INTERVAL_MS tests Redis in the background; the first PING answered closes the circuit
  * (shared limits resume within one probe interval plus a round trip of recovery).
- * 200 ms is far above a loopback or LAN round trip of the script (well under 5 ms, ~75 ms seen on a loaded 2-core CI box), so a healthy
- * Redis does not trip it, and short enough that the requests caught in the first stalled batch
- * stay a small fraction at any rate.
+ *
+ * The threshold follows the link: TRIP_FACTOR times the slowest recent answer, between
+ * MIN_TRIP_MS and MAX_TRIP_MS. A quiet loopback or LAN Redis answers in 1–2 ms, so a hang trips
+ * after MIN_TRIP_MS and only the few requests of those first milliseconds wait. On a loaded host a
+ * healthy Redis answers in tens of milliseconds now and then (~75 ms seen on a busy 2-core CI box),
+ * which raises the threshold to MAX_TRIP_MS, so slowness alone does not give up the exact shared
+ * limit. A new limiter starts at MAX_TRIP_MS until it has seen answers.
  */
-export const TRIP_AFTER_MS = 200
+export const MIN_TRIP_MS = 40
+export const MAX_TRIP_MS = 200
+const TRIP_FACTOR = 4
+/** Per answered batch the remembered slowest answer shrinks by this factor (half-life ~35 batches). */
+const SLOWEST_ANSWER_DECAY = 0.98
+
+/** The trip threshold for a link whose slowest recent answer took `slowestAnswerMs`. */
+export function tripThresholdMs(slowestAnswerMs: number): number {
+  return Math.min(MAX_TRIP_MS, Math.max(MIN_TRIP_MS, slowestAnswerMs * TRIP_FACTOR))
+}
+
 export const PROBE_INTERVAL_MS = 500
 
 interface PendingCheck {
@@ -119,6 +133,8 @@ export class RedisRateLimiter implements RateLimiter {
   private sequence = 0
   private readonly instanceTag = Math.random().toString(36).slice(2, 10)
   private readonly command: SlidingWindowCommand
+  /** The slowest recent answer, decaying per batch; starts where the threshold is MAX_TRIP_MS. */
+  private slowestAnswerMs = MAX_TRIP_MS / TRIP_FACTOR
 
   constructor(
     private readonly redis: Redis,
@@ -182,10 +198,13 @@ export class RedisRateLimiter implements RateLimiter {
     // The decision waits one more turn: after an event-loop stall of our own the timer and the
     // reply are both due, and the reply (I/O) is read before setImmediate callbacks run, so only a
     // Redis that really did not answer trips the circuit.
+    const tripAfterMs = tripThresholdMs(this.slowestAnswerMs)
     const trip = setTimeout(
-      () => setImmediate(() => answerFromFallback(new Error(`no answer within ${TRIP_AFTER_MS} ms`))),
-      TRIP_AFTER_MS,
+      () =>
+        setImmediate(() => answerFromFallback(new Error(`no answer within ${Math.round(tripAfterMs)} ms`))),
+      tripAfterMs,
     )
+    const sentAt = performance.now()
     let reply: number[]
     try {
       reply = await this.command(keys.length, ...keys, ...args)
@@ -196,8 +215,10 @@ export class RedisRateLimiter implements RateLimiter {
     }
     clearTimeout(trip)
     // A late answer: the batch was already answered by the fallback (Redis counted it all the same).
+    // It is not a sample of the link either: it measures the stall, not Redis.
     if (settled) return
     settled = true
+    this.slowestAnswerMs = Math.max(performance.now() - sentAt, this.slowestAnswerMs * SLOWEST_ANSWER_DECAY)
     let offset = 0
     for (const { rules, resolve } of batch) {
       const allowed = reply[offset] === 1
