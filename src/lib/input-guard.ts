@@ -22,16 +22,73 @@ const KEY_RULE =
 const YEAR_ZERO_TIMESTAMP = /^[+-]?0{4,6}-\d{2}-\d{2}/
 
 export class PayloadTooLargeError extends AppError {
-  constructor(limitBytes: number) {
+  /** `receivedBytes`: the declared length, or what had arrived when reading stopped. */
+  constructor(
+    limitBytes: number,
+    readonly receivedBytes: number,
+  ) {
     super(413, 'payload_too_large', `the request body is larger than ${limitBytes} bytes`, {
       limit_bytes: limitBytes,
     })
   }
 }
 
+/**
+ * 413 before reading when Content-Length says the body is too large. Bun frames a body with a
+ * Content-Length to exactly that many bytes, so only bodies without one need counting.
+ */
+export function checkDeclaredLength(request: Request, limitBytes: number): void {
+  const declared = request.headers.get('content-length')
+  if (declared === null) return
+  const length = Number(declared)
+  if (!Number.isFinite(length) || length < 0) throw errors.invalidBody('invalid Content-Length header')
+  if (length > limitBytes) throw new PayloadTooLargeError(limitBytes, length)
+}
+
+/**
+ * The body's bytes, never more than `limitBytes` of them: a declared length over the limit is
+ * refused without reading, a chunked body is counted while it streams and reading stops at the
+ * first byte over the limit. Every route's body is read here (the inbound route with its own limit).
+ */
+export async function readWithin(request: Request, limitBytes: number): Promise<Uint8Array> {
+  checkDeclaredLength(request, limitBytes)
+  if (!request.body) return new Uint8Array(0)
+  if (request.headers.get('content-length') !== null) {
+    // The prototype's reader: InputGuard.arm replaces the instance's own with one that calls this.
+    return new Uint8Array(await Request.prototype.arrayBuffer.call(request))
+  }
+  const reader = request.body.getReader()
+  const chunks: Uint8Array[] = []
+  let total = 0
+  for (;;) {
+    const { done, value } = await reader.read()
+    if (done) break
+    total += value.byteLength
+    if (total > limitBytes) {
+      await reader.cancel().catch(() => {})
+      throw new PayloadTooLargeError(limitBytes, total)
+    }
+    chunks.push(value)
+  }
+  return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)
+}
+
 /** PostgreSQL stores neither NUL (text, jsonb) nor a lone UTF-16 surrogate (jsonb). */
 export function isStorableText(text: string): boolean {
   return !text.includes('\u0000') && text.isWellFormed()
+}
+
+/** The quote at `index` is escaped: an odd number of backslashes precedes it. */
+function escapedAt(text: string, index: number): boolean {
+  let backslashes = 0
+  while (text.charCodeAt(index - 1 - backslashes) === 92) backslashes++
+  return backslashes % 2 === 1
+}
+
+/** A cheap first look before the year-zero pattern: `0`, `+0` or `-0` at the start. */
+function startsLikeYearZero(text: string): boolean {
+  const first = text.charCodeAt(0)
+  return first === 48 || ((first === 43 || first === 45) && text.charCodeAt(1) === 48)
 }
 
 function pointer(parent: string, key: string | number): string {
@@ -48,18 +105,22 @@ export class InputGuard {
   /**
    * Index of the first `[` or `{` (outside strings) that opens level `limit + 1`, or -1. One linear
    * pass without allocation: a 100 KB body of 40,000 brackets costs well under a millisecond, where
-   * JSON.parse and every walk after it would recurse 40,000 levels.
+   * JSON.parse and every walk after it would recurse 40,000 levels. Strings, most of a lead's text,
+   * are skipped with indexOf (native) to their closing quote instead of character by character.
    */
   depthViolation(text: string, limit = MAX_JSON_DEPTH): number {
+    // Level limit + 1 takes at least limit + 1 opening brackets.
+    if (text.length <= limit) return -1
     let depth = 0
-    let inString = false
     for (let index = 0; index < text.length; index++) {
       const code = text.charCodeAt(index)
-      if (inString) {
-        if (code === 92) index++
-        else if (code === 34) inString = false
-      } else if (code === 34) inString = true
-      else if (code === 123 || code === 91) {
+      if (code === 34) {
+        let end = text.indexOf('"', index + 1)
+        while (end !== -1 && escapedAt(text, end)) end = text.indexOf('"', end + 1)
+        // An unterminated string: nothing after it is structure, and JSON.parse refuses the text.
+        if (end === -1) return -1
+        index = end
+      } else if (code === 123 || code === 91) {
         if (++depth > limit) return index
       } else if (code === 125 || code === 93) depth--
     }
@@ -123,18 +184,24 @@ export class InputGuard {
   unstorableParameters(parameters: Record<string, unknown> | undefined, where: string): ValidationDetail[] {
     if (!parameters) return []
     const details: ValidationDetail[] = []
-    for (const [name, value] of Object.entries(parameters)) {
-      const path = pointer('', name)
+    // Every request passes here: the pointer is built only for a refusal.
+    for (const name in parameters) {
+      if (!Object.hasOwn(parameters, name)) continue
       if (!isStorableText(name)) {
-        details.push({ path, message: `${where} names ${KEY_RULE.slice('field names '.length)}` })
+        details.push({
+          path: pointer('', name),
+          message: `${where} names ${KEY_RULE.slice('field names '.length)}`,
+        })
         continue
       }
+      const value = parameters[name]
       for (const item of Array.isArray(value) ? value : [value]) {
         if (typeof item !== 'string') continue
-        if (!isStorableText(item)) details.push({ path, message: `${where} ${name} ${STRING_RULE}` })
-        else if (YEAR_ZERO_TIMESTAMP.test(item)) {
+        if (!isStorableText(item))
+          details.push({ path: pointer('', name), message: `${where} ${name} ${STRING_RULE}` })
+        else if (startsLikeYearZero(item) && YEAR_ZERO_TIMESTAMP.test(item)) {
           details.push({
-            path,
+            path: pointer('', name),
             message: `${where} ${name}: year 0000 is outside the supported range 0001-9999`,
           })
         }
@@ -158,43 +225,14 @@ export class InputGuard {
     }
   }
 
-  /**
-   * 413 before reading when Content-Length says the body is too large. Bun frames a body with a
-   * Content-Length to exactly that many bytes, so only bodies without one need counting.
-   */
-  checkDeclaredLength(request: Request, limitBytes = MAX_REQUEST_BODY_BYTES): void {
-    const declared = request.headers.get('content-length')
-    if (declared === null) return
-    const length = Number(declared)
-    if (!Number.isFinite(length) || length < 0) throw errors.invalidBody('invalid Content-Length header')
-    if (length > limitBytes) throw new PayloadTooLargeError(limitBytes)
+  /** 413 before reading when Content-Length says the body is over MAX_REQUEST_BODY_BYTES. */
+  checkDeclaredLength(request: Request): void {
+    checkDeclaredLength(request, MAX_REQUEST_BODY_BYTES)
   }
 
-  /**
-   * The body's bytes, never more than `limitBytes` of them: a chunked body is counted while it
-   * streams and reading stops at the first byte over the limit.
-   */
-  async readBody(request: Request, limitBytes = MAX_REQUEST_BODY_BYTES): Promise<Uint8Array> {
-    this.checkDeclaredLength(request, limitBytes)
-    if (!request.body) return new Uint8Array(0)
-    // The prototype's reader: `arm` replaces the instance's own with one that calls this.
-    if (request.headers.get('content-length') !== null) {
-      return new Uint8Array(await Request.prototype.arrayBuffer.call(request))
-    }
-    const reader = request.body.getReader()
-    const chunks: Uint8Array[] = []
-    let total = 0
-    for (;;) {
-      const { done, value } = await reader.read()
-      if (done) break
-      total += value.byteLength
-      if (total > limitBytes) {
-        await reader.cancel().catch(() => {})
-        throw new PayloadTooLargeError(limitBytes)
-      }
-      chunks.push(value)
-    }
-    return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)
+  /** The body's bytes, at most MAX_REQUEST_BODY_BYTES of them. */
+  readBody(request: Request): Promise<Uint8Array> {
+    return readWithin(request, MAX_REQUEST_BODY_BYTES)
   }
 
   /** Body-reading refusals of each request, kept so that optional-body routes refuse them too. */

@@ -49,8 +49,6 @@ export function normalizeLead(
   const signals: Record<string, unknown> = {}
   let attribution: Record<string, unknown> = {}
 
-  unstorableText(body, '', details)
-
   const assign = (target: string, value: unknown, path: string) => {
     if (target.startsWith('custom.')) {
       setOwn(customFields, target.slice('custom.'.length), value)
@@ -139,34 +137,4 @@ export function normalizeLead(
 /** `object[key] = value` as an own property, even for `__proto__`. */
 function setOwn(object: Record<string, unknown>, key: string, value: unknown): void {
   Object.defineProperty(object, key, { value, enumerable: true, writable: true, configurable: true })
-}
-
-/**
- * PostgreSQL stores neither NUL characters (text, jsonb) nor lone UTF-16 surrogates (jsonb), both of
- * which a JSON body can carry as `\u0000` / `\ud800` escapes: such a body is a 400, not a failed
- * insert. Reports the first offending string or key.
- */
-function unstorableText(value: unknown, path: string, details: ValidationDetail[], depth = 0): boolean {
-  const bad = (text: string) => text.includes('\u0000') || !text.isWellFormed()
-  if (typeof value === 'string') {
-    if (!bad(value)) return false
-    details.push({
-      path: path || '/',
-      message: 'must not contain NUL (\\u0000) or unpaired surrogate (\\ud800-\\udfff) characters',
-    })
-    return true
-  }
-  if (typeof value !== 'object' || value === null || depth > 64) return false
-  for (const [key, item] of Object.entries(value)) {
-    const itemPath = `${path}/${key.replaceAll('~', '~0').replaceAll('/', '~1')}`
-    if (bad(key)) {
-      details.push({
-        path: itemPath,
-        message: 'field names must not contain NUL or unpaired surrogate characters',
-      })
-      return true
-    }
-    if (unstorableText(item, itemPath, details, depth + 1)) return true
-  }
-  return false
 }

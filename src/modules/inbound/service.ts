@@ -1,6 +1,6 @@
 import type { AppContext } from '../../context'
 import { AppError, errors } from '../../lib/errors'
-import { type InputGuard, inputGuard } from '../../lib/input-guard'
+import { type InputGuard, inputGuard, PayloadTooLargeError } from '../../lib/input-guard'
 import { ipInRanges } from '../../lib/ip'
 import { perContext } from '../../lib/memo'
 import type { RateLimitRule } from '../../lib/rate-limit'
@@ -8,7 +8,7 @@ import { digestSecret, isWellFormedSecret } from '../../lib/secrets'
 import { enforceRateLimit, platformRule, WINDOW_MS } from '../../plugins/rate-limit'
 import { requestRegistry } from '../../plugins/request-context'
 import { type CachedSource, sourceCache } from '../sources/source-cache'
-import { BodyTooLargeError, bodyForLog, isJsonContentType, readLimitedBody } from './body'
+import { bodyForLog, isJsonContentType, readLimitedBody } from './body'
 import { LastRequestRecorder } from './last-request'
 import { normalizeLead } from './normalize'
 import { isPhoneField, scrubBody, scrubNullableText, scrubText } from './redact'
@@ -92,7 +92,7 @@ export class InboundService {
     try {
       ;({ text, bytes } = await readLimitedBody(request))
     } catch (error) {
-      if (error instanceof BodyTooLargeError) return reject(error, { bodyBytes: error.receivedBytes })
+      if (error instanceof PayloadTooLargeError) return reject(error, { bodyBytes: error.receivedBytes })
       if (error instanceof AppError) return reject(error)
       throw error
     }
