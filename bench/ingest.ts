@@ -15,10 +15,11 @@ import {
 } from './support'
 
 /**
- * `bun run bench:ingest`: the inbound endpoint against a minimal reference handler (Bun.serve +
- * postgres.js, one INSERT per request), same payload, same wrk settings, same PostgreSQL. Every
+ * `bun run bench:ingest`: the inbound endpoint against two least-work handlers (Bun.serve, one
+ * INSERT per request: one on postgres.js, one on Bun's built-in Bun.sql; bench/reference-server.ts),
+ * same payload, same wrk settings, same PostgreSQL. Every
  * request carries a distinct e-mail, spread over SOURCES keys, so every request creates a lead and
- * no key reaches its 60/min limit. Prints requests/s, p50/p99 and peak RSS of both and the ratio.
+ * no key reaches its 60/min limit. Prints requests/s, p50/p99 and peak RSS of each and the ratios.
  *
  * Throughput is what a server sustains once it is saturated, and how many connections saturate it
  * differs: with 50 the reference already keeps both cores ~85% busy, while the service, which
@@ -113,73 +114,71 @@ export async function prepareBenchDatabase(): Promise<{
   return { databaseUrl, keysFile, keys }
 }
 
-/** The medians of one connection level over the rounds, for both servers. */
+/** The servers of the benchmark: the service and the two least-work handlers. */
+export const CONTENDERS = ['service', 'postgres.js handler', 'Bun.sql handler'] as const
+export type Contender = (typeof CONTENDERS)[number]
+const HANDLERS = ['postgres.js handler', 'Bun.sql handler'] as const
+
+/** The medians of one connection level over the rounds, for every server, and the service's ratios. */
 export interface IngestLevel {
   connections: number
-  service: IngestFigures
-  reference: IngestFigures
-  ratio: number
+  figures: Record<Contender, IngestFigures>
+  /** Service requests/s over each handler's, at this level. */
+  ratios: Record<(typeof HANDLERS)[number], number>
+}
+
+function start(contender: Contender, databaseUrl: string): ReturnType<typeof spawnServer> {
+  const env = { DATABASE_URL: databaseUrl, DATABASE_POOL_SIZE: POOL_SIZE }
+  if (contender === 'service') return spawnService(env)
+  const driver = contender === 'Bun.sql handler' ? 'bun-sql' : 'postgres.js'
+  return spawnServer(['bun', 'bench/reference-server.ts'], { ...env, REFERENCE_DRIVER: driver }, '/')
 }
 
 /**
- * Service and reference alternate for ROUNDS rounds, each run on a new process with the same
+ * The service and both handlers, one after another in each of ROUNDS rounds (the order rotates per
+ * round, so none gains from always running later), each run on a new process with the same
  * warm-up; the figures are the medians (this machine's throughput drifts by a third between
- * single runs, so one run of each proves nothing). Every run is kept in `runs`, and `levels` gives
- * the medians and the ratio at each connection count.
+ * single runs, so one run of each proves nothing). Every run is kept in `runs`; `levels` gives the
+ * medians and ratios at each connection count, `best` each server's median best level and
+ * `ratios` the service's best level against each handler's best level.
  */
 export async function runIngestBenchmark(
   databaseUrl: string,
   keysFile: string,
 ): Promise<{
-  service: IngestFigures
-  reference: IngestFigures
-  ratio: number
+  best: Record<Contender, IngestFigures>
+  ratios: Record<(typeof HANDLERS)[number], number>
   levels: IngestLevel[]
-  runs: Record<'service' | 'reference', IngestRun[]>
+  runs: Record<Contender, IngestRun[]>
 }> {
-  const runs: Record<'service' | 'reference', IngestRun[]> = { service: [], reference: [] }
+  const runs = Object.fromEntries(CONTENDERS.map((name) => [name, [] as IngestRun[]])) as Record<
+    Contender,
+    IngestRun[]
+  >
   for (let round = 1; round <= ROUNDS; round++) {
     log(`round ${round}/${ROUNDS}`)
-    runs.service.push(
-      await measure(
-        'service',
-        () => spawnService({ DATABASE_URL: databaseUrl, DATABASE_POOL_SIZE: POOL_SIZE }),
-        keysFile,
-      ),
-    )
-    runs.reference.push(
-      await measure(
-        'reference',
-        () =>
-          spawnServer(
-            ['bun', 'bench/reference-server.ts'],
-            { DATABASE_URL: databaseUrl, DATABASE_POOL_SIZE: POOL_SIZE },
-            '/',
-          ),
-        keysFile,
-      ),
-    )
+    const order = CONTENDERS.map((_, index) => CONTENDERS[(index + round - 1) % CONTENDERS.length]!)
+    for (const name of order) runs[name].push(await measure(name, () => start(name, databaseUrl), keysFile))
   }
-  const service = medianRun(runs.service)
-  const reference = medianRun(runs.reference)
+  const best = Object.fromEntries(CONTENDERS.map((name) => [name, medianRun(runs[name])])) as Record<
+    Contender,
+    IngestFigures
+  >
+  const ratioTo = (service: IngestFigures, handler: IngestFigures) =>
+    round(service.requestsPerSecond / handler.requestsPerSecond, 3)
   const levels = CONNECTION_LEVELS.map((connections, index): IngestLevel => {
-    const atLevel = (name: 'service' | 'reference') => medianRun(runs[name].map((run) => run.levels[index]!))
-    const levelService = atLevel('service')
-    const levelReference = atLevel('reference')
-    return {
-      connections,
-      service: levelService,
-      reference: levelReference,
-      ratio: round(levelService.requestsPerSecond / levelReference.requestsPerSecond, 3),
-    }
+    const figures = Object.fromEntries(
+      CONTENDERS.map((name) => [name, medianRun(runs[name].map((run) => run.levels[index]!))]),
+    ) as Record<Contender, IngestFigures>
+    const ratios = Object.fromEntries(
+      HANDLERS.map((handler) => [handler, ratioTo(figures.service, figures[handler])]),
+    ) as IngestLevel['ratios']
+    return { connections, figures, ratios }
   })
-  return {
-    service,
-    reference,
-    ratio: round(service.requestsPerSecond / reference.requestsPerSecond, 3),
-    levels,
-    runs,
-  }
+  const ratios = Object.fromEntries(
+    HANDLERS.map((handler) => [handler, ratioTo(best.service, best[handler])]),
+  ) as IngestLevel['ratios']
+  return { best, ratios, levels, runs }
 }
 
 /** The run with the median throughput, its peak RSS replaced by the highest seen. */
@@ -192,20 +191,25 @@ function medianRun(runs: IngestFigures[]): IngestFigures {
 
 export function printIngest(result: Awaited<ReturnType<typeof runIngestBenchmark>>): void {
   const row = (name: string, figures: IngestFigures) =>
-    `${name.padEnd(16)} ${String(figures.connections).padStart(4)} conn ${String(round(figures.requestsPerSecond, 0)).padStart(7)} req/s   p50 ${String(round(figures.p50Ms)).padStart(6)} ms   p99 ${String(round(figures.p99Ms)).padStart(6)} ms   peak RSS ${String(figures.peakRssMb).padStart(6)} MB   non-2xx ${figures.non2xx}`
+    `${name.padEnd(24)} ${String(figures.connections).padStart(4)} conn ${String(round(figures.requestsPerSecond, 0)).padStart(7)} req/s   p50 ${String(round(figures.p50Ms)).padStart(6)} ms   p99 ${String(round(figures.p99Ms)).padStart(6)} ms   peak RSS ${String(figures.peakRssMb).padStart(6)} MB   non-2xx ${figures.non2xx}`
   for (const [name, runs] of Object.entries(result.runs)) {
     for (const [index, run] of runs.entries()) {
       for (const level of run.levels) console.log(row(`${name} #${index + 1}`, level))
     }
   }
+  console.log('\n| connections | service | postgres.js handler (ratio) | Bun.sql handler (ratio) |')
+  console.log('|---|---|---|---|')
+  const cell = (figures: IngestFigures, ratio?: number) =>
+    `${round(figures.requestsPerSecond, 0)}${ratio === undefined ? '' : ` (${ratio})`}`
   for (const level of result.levels) {
     console.log(
-      `at ${level.connections} connections (medians): service ${round(level.service.requestsPerSecond, 0)}, reference ${round(level.reference.requestsPerSecond, 0)} req/s, ratio ${level.ratio}`,
+      `| ${level.connections} | ${cell(level.figures.service)} | ${cell(level.figures['postgres.js handler'], level.ratios['postgres.js handler'])} | ${cell(level.figures['Bun.sql handler'], level.ratios['Bun.sql handler'])} |`,
     )
   }
-  console.log(`${row('service', result.service)}   (median of each run's best level)`)
-  console.log(`${row('reference', result.reference)}   (median of each run's best level)`)
-  console.log(`ratio (service / reference requests/s at saturation): ${result.ratio}`)
+  console.log(
+    `| best level of each | ${cell(result.best.service)} | ${cell(result.best['postgres.js handler'], result.ratios['postgres.js handler'])} | ${cell(result.best['Bun.sql handler'], result.ratios['Bun.sql handler'])} |`,
+  )
+  console.log('(medians of the rounds; ratio = service requests/s / handler requests/s)')
 }
 
 if (import.meta.main) {
