@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import postgres from 'postgres'
+import { runToEnd } from '../test/helpers/process'
 
 /** Shared pieces of the benchmarks: databases, processes, wrk, memory. Loopback only. */
 export const ROOT = join(import.meta.dir, '..')
@@ -167,17 +168,10 @@ export async function runWrk(options: {
 
 /** Runs the project CLI and returns its stdout; throws with stderr on a non-zero exit. */
 export async function cli(args: string[], env: Record<string, string>): Promise<string> {
-  const child = Bun.spawn(['bun', 'run', 'src/cli/index.ts', ...args], {
+  const { code, stdout, stderr } = await runToEnd(['bun', 'run', 'src/cli/index.ts', ...args], {
     cwd: ROOT,
     env: { ...process.env, ...env, LOG_LEVEL: 'warn' },
-    stdout: 'pipe',
-    stderr: 'pipe',
   })
-  const [stdout, stderr, code] = await Promise.all([
-    new Response(child.stdout).text(),
-    new Response(child.stderr).text(),
-    child.exited,
-  ])
   if (code !== 0) throw new Error(`cli ${args.join(' ')} failed (${code}):\n${stderr}`)
   return stdout
 }

@@ -5,6 +5,7 @@ import { runCli } from '../../src/cli/index'
 import type { AppContext } from '../../src/context'
 import { expectError } from '../helpers/common-route-tests'
 import { createOrganization, createSignedInUser } from '../helpers/factories'
+import { runToEnd } from '../helpers/process'
 import { makeTestApp, request, testDatabase, usingRealServices } from '../helpers/test-app'
 
 beforeAll(() => testDatabase(), 60_000)
@@ -229,18 +230,10 @@ describe('cli in process', () => {
 // A subprocess opens its own connection, so it can only share a real PostgreSQL with the test app
 // (an in-memory PGlite lives in this process).
 describe.skipIf(!usingRealServices)('cli as a subprocess on PostgreSQL', () => {
-  async function spawnCli(...argv: string[]) {
-    const child = Bun.spawn(['bun', CLI_ENTRY, ...argv], {
+  function spawnCli(...argv: string[]) {
+    return runToEnd(['bun', CLI_ENTRY, ...argv], {
       env: { ...process.env, DATABASE_URL: process.env.DATABASE_URL!, LOG_LEVEL: 'warn' },
-      stdout: 'pipe',
-      stderr: 'pipe',
     })
-    const [stdout, stderr, code] = await Promise.all([
-      new Response(child.stdout).text(),
-      new Response(child.stderr).text(),
-      child.exited,
-    ])
-    return { code, stdout, stderr }
   }
 
   test('orgs create, then set-plan free: the running app refuses integrations at once', async () => {

@@ -26,42 +26,12 @@ async function freePort(): Promise<number> {
  */
 describe('graceful shutdown', () => {
   test('SIGTERM drains: readiness 503, the in-flight request finishes, exit 0', async () => {
-    const port = await freePort()
-    // The service runs on its own embedded database (or on DATABASE_URL when set); seed a source
-    // in it first, from this process, then hand it over.
-    const env: Record<string, string> = {
-      PORT: String(port),
-      HOST: '127.0.0.1',
-      LOG_LEVEL: 'info',
-      DATA_DIR: dataDir,
+    // No pre-stop delay here: this test is about draining; the delay has its own test below.
+    const { child, base, apiKey } = await startSeededService(dataDir, {
       SHUTDOWN_TIMEOUT_MS: '10000',
-      // No pre-stop delay here: this test is about draining; the delay has its own test below.
       SHUTDOWN_DELAY_MS: '0',
-    }
-    if (process.env.DATABASE_URL) env.DATABASE_URL = process.env.DATABASE_URL
-    const config = loadConfig(env)
-    const seedContext = await createContext(config, { logger: createMemoryLogger('silent') })
-    await runMigrations(config, seedContext.database, seedContext.logger)
-    const organization = await createOrganization(seedContext)
-    const { apiKey } = await createSource(seedContext, organization.id)
-    await seedContext.close()
-
-    const child = Bun.spawn(['bun', 'run', 'src/index.ts'], {
-      cwd: ROOT,
-      env: { ...process.env, ...env, REDIS_URL: '' },
-      stdout: 'pipe',
-      stderr: 'pipe',
     })
     try {
-      const base = `http://127.0.0.1:${port}`
-      const deadline = Date.now() + 20_000
-      for (;;) {
-        const ready = await fetch(`${base}/readyz`).catch(() => null)
-        if (ready?.status === 200) break
-        if (Date.now() > deadline) throw new Error('service did not become ready')
-        await Bun.sleep(50)
-      }
-
       // A request whose body arrives slowly: it is in flight when SIGTERM comes.
       const encoder = new TextEncoder()
       let sendRest: (() => void) | undefined
@@ -100,38 +70,11 @@ describe('graceful shutdown', () => {
   }, 60_000)
 
   test('SIGTERM with SHUTDOWN_DELAY_MS: /readyz 503 at once (any request-line form), everything else served until the delay ends, then the port closes and the process exits 0', async () => {
-    const port = await freePort()
     const delayMs = 2000
-    const env: Record<string, string> = {
-      PORT: String(port),
-      HOST: '127.0.0.1',
-      LOG_LEVEL: 'info',
-      DATA_DIR: `${dataDir}-delay`,
+    const { child, base, port, apiKey } = await startSeededService(`${dataDir}-delay`, {
       SHUTDOWN_DELAY_MS: String(delayMs),
-    }
-    if (process.env.DATABASE_URL) env.DATABASE_URL = process.env.DATABASE_URL
-    const config = loadConfig(env)
-    const seed = await createContext(config, { logger: createMemoryLogger('silent') })
-    await runMigrations(config, seed.database, seed.logger)
-    const organization = await createOrganization(seed)
-    const { apiKey } = await createSource(seed, organization.id)
-    await seed.close()
-
-    const child = Bun.spawn(['bun', 'run', 'src/index.ts'], {
-      cwd: ROOT,
-      env: { ...process.env, ...env, REDIS_URL: '' },
-      stdout: 'pipe',
-      stderr: 'pipe',
     })
-    const base = `http://127.0.0.1:${port}`
     try {
-      const deadline = Date.now() + 20_000
-      for (;;) {
-        const ready = await fetch(`${base}/readyz`).catch(() => null)
-        if (ready?.status === 200) break
-        if (Date.now() > deadline) throw new Error('service did not become ready')
-        await Bun.sleep(50)
-      }
       const signalledAt = performance.now()
       child.kill('SIGTERM')
       await Bun.sleep(100)
@@ -177,6 +120,48 @@ describe('graceful shutdown', () => {
     }
   }, 60_000)
 })
+
+/**
+ * The service as a real process on a free port, on its own embedded database in `directory` (or on
+ * DATABASE_URL when set), without Redis, with one source seeded from this process first; returned
+ * once /readyz answers 200.
+ */
+async function startSeededService(directory: string, extraEnv: Record<string, string>) {
+  const port = await freePort()
+  const env: Record<string, string> = {
+    PORT: String(port),
+    HOST: '127.0.0.1',
+    LOG_LEVEL: 'info',
+    DATA_DIR: directory,
+    ...extraEnv,
+  }
+  if (process.env.DATABASE_URL) env.DATABASE_URL = process.env.DATABASE_URL
+  const config = loadConfig(env)
+  const seed = await createContext(config, { logger: createMemoryLogger('silent') })
+  await runMigrations(config, seed.database, seed.logger)
+  const organization = await createOrganization(seed)
+  const { apiKey } = await createSource(seed, organization.id)
+  await seed.close()
+
+  const child = Bun.spawn(['bun', 'run', 'src/index.ts'], {
+    cwd: ROOT,
+    env: { ...process.env, ...env, REDIS_URL: '' },
+    stdout: 'pipe',
+    stderr: 'pipe',
+  })
+  const base = `http://127.0.0.1:${port}`
+  const deadline = Date.now() + 20_000
+  for (;;) {
+    const ready = await fetch(`${base}/readyz`).catch(() => null)
+    if (ready?.status === 200) break
+    if (Date.now() > deadline) {
+      child.kill('SIGKILL')
+      throw new Error('service did not become ready')
+    }
+    await Bun.sleep(50)
+  }
+  return { child, base, port, apiKey }
+}
 
 /** One request on a new socket, the whole response as text. */
 function rawGet(port: number, head: string): Promise<string> {

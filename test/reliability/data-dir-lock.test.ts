@@ -5,6 +5,7 @@ import { join } from 'node:path'
 import { runCli } from '../../src/cli'
 import type { CliCommand } from '../../src/cli/commands'
 import { LOCK_FILE_NAME } from '../../src/db/data-dir-lock'
+import { runToEnd } from '../helpers/process'
 import { cleanupAll, ROOT, spawnReplica } from './support'
 
 /**
@@ -32,22 +33,11 @@ const embedded = (dataDir: string) => ({
   SHUTDOWN_DELAY_MS: '0',
 })
 
-async function cli(dataDir: string, ...argv: string[]) {
-  const env: Record<string, string> = { ...(process.env as Record<string, string>), DATA_DIR: dataDir }
-  delete env.DATABASE_URL
-  delete env.REDIS_URL
-  const child = Bun.spawn(['bun', 'run', 'src/cli/index.ts', ...argv], {
+function cli(dataDir: string, ...argv: string[]) {
+  return runToEnd(['bun', 'run', 'src/cli/index.ts', ...argv], {
     cwd: ROOT,
-    env,
-    stdout: 'pipe',
-    stderr: 'pipe',
+    env: { ...process.env, DATA_DIR: dataDir, DATABASE_URL: undefined, REDIS_URL: undefined },
   })
-  const [stdout, stderr, code] = await Promise.all([
-    new Response(child.stdout).text(),
-    new Response(child.stderr).text(),
-    child.exited,
-  ])
-  return { code, stdout, stderr }
 }
 
 function expectNamesHolder(text: string, holderPid: number, dataDir: string) {
