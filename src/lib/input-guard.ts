@@ -29,6 +29,44 @@ export class PayloadTooLargeError extends AppError {
   }
 }
 
+/**
+ * The body length a request declares, or null without a `Content-Length`. A value that is not a
+ * length is refused (400 `invalid_body`) rather than ignored, since it would frame the body wrongly.
+ */
+export function declaredBodyLength(request: Request): number | null {
+  const declared = request.headers.get('content-length')
+  if (declared === null) return null
+  const length = Number(declared)
+  if (!Number.isFinite(length) || length < 0) throw errors.invalidBody('invalid Content-Length header')
+  return length
+}
+
+/**
+ * A body stream's bytes, counted while it streams: reading stops at the first chunk that takes the
+ * total over `limitBytes` and `tooLarge(bytesSeen)` is thrown, so no more than the limit (plus one
+ * chunk) is ever buffered. For bodies without a Content-Length (chunked), which nothing else bounds.
+ */
+export async function readStreamWithin(
+  stream: ReadableStream<Uint8Array>,
+  limitBytes: number,
+  tooLarge: (bytesSeen: number) => Error,
+): Promise<Uint8Array> {
+  const reader = stream.getReader()
+  const chunks: Uint8Array[] = []
+  let total = 0
+  for (;;) {
+    const { done, value } = await reader.read()
+    if (done) break
+    total += value.byteLength
+    if (total > limitBytes) {
+      await reader.cancel().catch(() => {})
+      throw tooLarge(total)
+    }
+    chunks.push(value)
+  }
+  return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)
+}
+
 /** PostgreSQL stores neither NUL (text, jsonb) nor a lone UTF-16 surrogate (jsonb). */
 export function isStorableText(text: string): boolean {
   return !text.includes('\u0000') && text.isWellFormed()
@@ -163,11 +201,8 @@ export class InputGuard {
    * Content-Length to exactly that many bytes, so only bodies without one need counting.
    */
   checkDeclaredLength(request: Request, limitBytes = MAX_REQUEST_BODY_BYTES): void {
-    const declared = request.headers.get('content-length')
-    if (declared === null) return
-    const length = Number(declared)
-    if (!Number.isFinite(length) || length < 0) throw errors.invalidBody('invalid Content-Length header')
-    if (length > limitBytes) throw new PayloadTooLargeError(limitBytes)
+    const length = declaredBodyLength(request)
+    if (length !== null && length > limitBytes) throw new PayloadTooLargeError(limitBytes)
   }
 
   /**
@@ -181,20 +216,7 @@ export class InputGuard {
     if (request.headers.get('content-length') !== null) {
       return new Uint8Array(await Request.prototype.arrayBuffer.call(request))
     }
-    const reader = request.body.getReader()
-    const chunks: Uint8Array[] = []
-    let total = 0
-    for (;;) {
-      const { done, value } = await reader.read()
-      if (done) break
-      total += value.byteLength
-      if (total > limitBytes) {
-        await reader.cancel().catch(() => {})
-        throw new PayloadTooLargeError(limitBytes)
-      }
-      chunks.push(value)
-    }
-    return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)
+    return readStreamWithin(request.body, limitBytes, () => new PayloadTooLargeError(limitBytes))
   }
 
   /** Body-reading refusals of each request, kept so that optional-body routes refuse them too. */

@@ -1,4 +1,5 @@
 import { AppError, errors } from '../../lib/errors'
+import { declaredBodyLength, readStreamWithin } from '../../lib/input-guard'
 
 /** Spec §4.1 / §8: an inbound body may be at most 100 KB. */
 export const MAX_BODY_BYTES = 102_400
@@ -19,12 +20,8 @@ export class BodyTooLargeError extends AppError {
  * byte over the limit, so no more than the limit is ever buffered.
  */
 export async function readLimitedBody(request: Request): Promise<{ text: string; bytes: number }> {
-  const declared = request.headers.get('content-length')
-  if (declared !== null) {
-    const length = Number(declared)
-    if (!Number.isFinite(length) || length < 0) throw errors.invalidBody('invalid Content-Length header')
-    if (length > MAX_BODY_BYTES) throw new BodyTooLargeError(length)
-  }
+  const declared = declaredBodyLength(request)
+  if (declared !== null && declared > MAX_BODY_BYTES) throw new BodyTooLargeError(declared)
   if (!request.body) return { text: '', bytes: 0 }
   let bytes: Uint8Array
   if (declared !== null) {
@@ -32,20 +29,11 @@ export async function readLimitedBody(request: Request): Promise<{ text: string;
     bytes = new Uint8Array(await request.arrayBuffer())
     if (bytes.byteLength > MAX_BODY_BYTES) throw new BodyTooLargeError(bytes.byteLength)
   } else {
-    const reader = request.body.getReader()
-    const chunks: Uint8Array[] = []
-    let total = 0
-    for (;;) {
-      const { done, value } = await reader.read()
-      if (done) break
-      total += value.byteLength
-      if (total > MAX_BODY_BYTES) {
-        await reader.cancel().catch(() => {})
-        throw new BodyTooLargeError(total)
-      }
-      chunks.push(value)
-    }
-    bytes = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)
+    bytes = await readStreamWithin(
+      request.body,
+      MAX_BODY_BYTES,
+      (bytesSeen) => new BodyTooLargeError(bytesSeen),
+    )
   }
   try {
     return { text: new TextDecoder('utf-8', { fatal: true }).decode(bytes), bytes: bytes.byteLength }
