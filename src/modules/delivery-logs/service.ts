@@ -27,7 +27,7 @@ export const FAILURE_OUTCOMES: readonly Outcome[] = ['error', 'rejected']
 export const PROBLEM_OUTCOMES: readonly Outcome[] = ['spam', 'error', 'rejected']
 
 /**
- * Status rules (also in the OpenAPI description and the README), checked in this order:
+ * Status rules (also in the OpenAPI description), checked in this order:
  * - `disabled`: the source is disabled.
  * - `idle`: no request in the window.
  * - `failing`: the latest 5 requests in the window all failed, or at least 5 of the latest 20
