@@ -16,7 +16,7 @@ ENV NODE_ENV=production \
     DATA_DIR=/app/.data
 # JavaScriptCore sizes its heap growth to the RAM it sees: the host's, not the container's limit. On
 # a 24 GiB host a replica under load peaked at 205-232 MB RSS; told it has 512 MiB it collects
-# sooner and peaked at 160-170 MB at the same throughput (README, "Memory"). bench/ runs the service
+# sooner and peaked at 160-170 MB at the same throughput (docs/operations.md, "Memory"). bench/ runs the service
 # with this line too. Raise it with the container's memory limit.
 ENV BUN_JSC_forceRAMSize=536870912
 COPY --from=dependencies /app/node_modules ./node_modules

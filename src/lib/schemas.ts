@@ -1,3 +1,4 @@
+import type { ObjectOptions, TSchema } from '@sinclair/typebox'
 import { t } from 'elysia'
 
 /**
@@ -39,9 +40,17 @@ export const managementErrors = {
   503: ErrorBody,
 } as const
 
+/** The page size of every list when `?limit=` is absent. */
+export const DEFAULT_PAGE_SIZE = 50
+
 export const ListQueryFields = {
   limit: t.Optional(
-    t.Integer({ minimum: 1, maximum: 200, default: 50, description: 'page size (default 50, max 200)' }),
+    t.Integer({
+      minimum: 1,
+      maximum: 200,
+      default: DEFAULT_PAGE_SIZE,
+      description: `page size (default ${DEFAULT_PAGE_SIZE}, max 200)`,
+    }),
   ),
   cursor: t.Optional(
     t.String({ maxLength: 200, description: 'the `next_cursor` of the previous page; opaque' }),
@@ -51,3 +60,8 @@ export const ListQueryFields = {
 export const NextCursor = t.Union([t.String(), t.Null()], {
   description: 'pass as `?cursor=` for the next page; null on the last page',
 })
+
+/** The envelope of every list: one page of `item`s and the cursor of the next page. */
+export function ListPage<Item extends TSchema>(item: Item, options: ObjectOptions) {
+  return t.Object({ data: t.Array(item), next_cursor: NextCursor }, options)
+}

@@ -1,38 +1,13 @@
 import { and, eq } from 'drizzle-orm'
 import type { Database } from '../../db/client'
 import { organizations, sessions, users } from '../../db/schema'
+import { isUniqueViolation } from '../../db/unique-violation'
 import { errors } from '../../lib/errors'
 
 export type OrganizationRow = typeof organizations.$inferSelect
 export type UserRow = typeof users.$inferSelect
 /** A transaction or the database itself: the queries below run in either. */
 export type Queryable = Pick<Database, 'select' | 'insert' | 'update' | 'delete' | 'execute'>
-
-/** Trimmed and lower-cased: how e-mails are stored and looked up (the unique index is on this). */
-export function normalizeEmail(email: string): string {
-  return email.trim().toLowerCase()
-}
-
-/**
- * PostgreSQL unique violation (23505), looked for through Drizzle's wrapping (`cause`). Inserts
- * rely on the unique index instead of check-then-insert, so concurrent sign-ups cannot both win.
- */
-export function isUniqueViolation(error: unknown, constraint?: string): boolean {
-  for (let current: unknown = error, depth = 0; current && depth < 5; depth++) {
-    const candidate = current as {
-      code?: unknown
-      constraint_name?: unknown
-      constraint?: unknown
-      cause?: unknown
-    }
-    if (candidate.code === '23505') {
-      const name = candidate.constraint_name ?? candidate.constraint
-      return !constraint || name === undefined || name === constraint
-    }
-    current = candidate.cause
-  }
-  return false
-}
 
 export async function insertOrganization(
   db: Queryable,

@@ -1,5 +1,6 @@
 import type { PlanName } from '../../config'
 import type { AppContext } from '../../context'
+import { canonicalEmail } from '../../lib/contact'
 import { AppError, errors } from '../../lib/errors'
 import { newId } from '../../lib/ids'
 import { perContext } from '../../lib/memo'
@@ -22,7 +23,6 @@ import {
   insertOrganization,
   insertSession,
   insertUser,
-  normalizeEmail,
   type OrganizationRow,
   type UserRow,
   updateOrganizationPlan,
@@ -111,7 +111,7 @@ export class IdentityService {
       const user = await insertUser(tx, {
         id: newId(),
         organizationId: organization.id,
-        email: normalizeEmail(input.email),
+        email: canonicalEmail(input.email),
         passwordHash,
         role: 'owner',
         at,
@@ -132,7 +132,7 @@ export class IdentityService {
     return insertUser(this.ctx.db, {
       id: newId(),
       organizationId: organization.id,
-      email: normalizeEmail(input.email),
+      email: canonicalEmail(input.email),
       passwordHash: await hashPassword(input.password),
       role: input.role,
       at: this.now(),
@@ -159,7 +159,7 @@ export class IdentityService {
   }
 
   async login(input: LoginInput) {
-    const user = await findUserByEmail(this.ctx.db, normalizeEmail(input.email))
+    const user = await findUserByEmail(this.ctx.db, canonicalEmail(input.email))
     if (!user) {
       this.dummyHash ??= hashPassword('not a real password: timing equaliser')
       await Bun.password.verify(input.password, await this.dummyHash)

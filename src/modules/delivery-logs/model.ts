@@ -1,4 +1,5 @@
 import { t } from 'elysia'
+import { ListPage, ListQueryFields } from '../../lib/schemas'
 
 export const OUTCOMES = ['created', 'updated', 'spam', 'error', 'rejected'] as const
 export type Outcome = (typeof OUTCOMES)[number]
@@ -26,7 +27,8 @@ export const LogParams = t.Object({
 })
 
 export const LogsQuery = t.Object({
-  limit: t.Optional(t.Integer({ minimum: 1, maximum: 200, default: 50, description: 'Page size (1–200)' })),
+  ...ListQueryFields,
+  // Unlike the other lists, an empty cursor has always been refused here rather than read as "first page".
   cursor: t.Optional(
     t.String({ minLength: 1, maxLength: 200, description: '`next_cursor` of the previous page (opaque)' }),
   ),
@@ -86,12 +88,7 @@ export const LogEntryWithBody = t.Object({
 })
 export type LogEntryWithBody = typeof LogEntryWithBody.static
 
-export const LogPage = t.Object({
-  data: t.Array(LogEntry),
-  next_cursor: t.Nullable(
-    t.String({ description: 'Pass as `cursor` for the next (older) page; null at the end' }),
-  ),
-})
+export const LogPage = ListPage(LogEntry, { description: 'A page of delivery-log entries, newest first' })
 export type LogPage = typeof LogPage.static
 
 const outcomeCounts = {

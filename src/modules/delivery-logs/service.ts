@@ -1,7 +1,8 @@
 import type { AppContext } from '../../context'
-import { AppError, errors } from '../../lib/errors'
-import { isUuid } from '../../lib/ids'
+import { type CursorPosition, decodeCursor, MICROSECOND_INSTANT, pageOf } from '../../lib/cursor'
+import { AppError } from '../../lib/errors'
 import { perContext } from '../../lib/memo'
+import { DEFAULT_PAGE_SIZE } from '../../lib/schemas'
 import { maskSecretsInText } from '../../lib/secrets'
 import type {
   HealthStatus,
@@ -16,7 +17,6 @@ import { bucketUpperBoundMs, DeliveryLogsRepository, type LogRow, type RecentRow
 
 const HOUR_MS = 3_600_000
 const WINDOW_HOURS = 24
-const DEFAULT_PAGE_SIZE = 50
 const PROBLEM_LIST_SIZE = 10
 
 /** Outcomes where the integration did its job: a lead was stored, or the request was filtered as spam. */
@@ -27,7 +27,7 @@ export const FAILURE_OUTCOMES: readonly Outcome[] = ['error', 'rejected']
 export const PROBLEM_OUTCOMES: readonly Outcome[] = ['spam', 'error', 'rejected']
 
 /**
- * Status rules (also in the OpenAPI description and the README), checked in this order:
+ * Status rules (also in the OpenAPI description), checked in this order:
  * - `disabled`: the source is disabled.
  * - `idle`: no request in the window.
  * - `failing`: the latest 5 requests in the window all failed, or at least 5 of the latest 20
@@ -53,25 +53,8 @@ export const HEALTH_STATUS_DESCRIPTION = [
   'so an aggregated 429 row counts for every request it stands for.',
 ].join(' ')
 
-interface Cursor {
-  receivedAt: string
-  id: string
-}
-
-const CURSOR_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/
-
-export function encodeCursor(cursor: Cursor): string {
-  return Buffer.from(`${cursor.receivedAt}|${cursor.id}`).toString('base64url')
-}
-
-export function decodeCursor(value: string): Cursor {
-  const [receivedAt, id] = Buffer.from(value, 'base64url').toString('utf8').split('|')
-  if (!receivedAt || !id || !CURSOR_TIME.test(receivedAt) || !isUuid(id)) {
-    throw errors.validation('invalid cursor', [
-      { path: '/cursor', message: 'not a cursor returned by this API' },
-    ])
-  }
-  return { receivedAt, id }
+function receivedAtOf(position: CursorPosition): { receivedAt: string; id: string } {
+  return { receivedAt: position.sortKey, id: position.id }
 }
 
 function maskOrNull(value: string | null): string | null {
@@ -148,15 +131,10 @@ export class DeliveryLogsService {
       status: query.status,
       since: query.since,
       until: query.until,
-      after: query.cursor ? decodeCursor(query.cursor) : undefined,
+      after: query.cursor ? receivedAtOf(decodeCursor(query.cursor, MICROSECOND_INSTANT)) : undefined,
     })
-    const page = rows.slice(0, limit)
-    const last = page.at(-1)
-    return {
-      data: page.map(toEntry),
-      next_cursor:
-        rows.length > limit && last ? encodeCursor({ receivedAt: last.received_at_text, id: last.id }) : null,
-    }
+    const page = pageOf(rows, limit, (row) => ({ sortKey: row.received_at_text, id: row.id }))
+    return { data: page.rows.map(toEntry), next_cursor: page.nextCursor }
   }
 
   async get(organizationId: string, sourceId: string, logId: string): Promise<LogEntryWithBody> {

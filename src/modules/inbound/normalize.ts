@@ -1,4 +1,5 @@
 import {
+  CUSTOM_FIELD_NAME_PATTERN,
   CUSTOM_FIELDS_MAX_COUNT,
   LEAD_FIELDS,
   type LeadField,
@@ -13,7 +14,6 @@ export { CUSTOM_FIELDS_MAX_COUNT, LEAD_FIELDS }
 const TRACKER_FIELDS = new Set(['attribution', 'page_url'])
 // Their size needs no cap of its own: the whole body is at most 100 KB.
 const ATTRIBUTION_MAX_BYTES = 8 * 1024
-const CUSTOM_KEY_PATTERN = /^[A-Za-z0-9_.-]{1,100}$/
 
 export interface NormalizedLead {
   firstName: string | null
@@ -97,7 +97,7 @@ export function normalizeLead(
     })
   }
   for (const key of customKeys) {
-    if (!CUSTOM_KEY_PATTERN.test(key)) {
+    if (!CUSTOM_FIELD_NAME_PATTERN.test(key)) {
       details.push({
         path: `/${key}`,
         message: 'custom field names are 1-100 characters of A-Z a-z 0-9 _ . -',

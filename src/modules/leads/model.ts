@@ -1,10 +1,9 @@
 import { t } from 'elysia'
 import { CUSTOM_FIELDS_MAX_COUNT, LEAD_FIELDS } from '../../lib/contact'
-import { ListQueryFields, NextCursor } from '../../lib/schemas'
+import { ListPage, ListQueryFields } from '../../lib/schemas'
 
 // The same bounds as the inbound path, so an edited lead could also have arrived by webhook.
 export { CUSTOM_FIELDS_MAX_COUNT }
-export const CUSTOM_FIELD_NAME_PATTERN = /^[A-Za-z0-9_.-]{1,100}$/
 export const CUSTOM_FIELDS_MAX_BYTES = 32 * 1024
 
 const example = {
@@ -50,10 +49,7 @@ export const Lead = t.Object(
 )
 export type Lead = typeof Lead.static
 
-export const LeadList = t.Object(
-  { data: t.Array(Lead), next_cursor: NextCursor },
-  { description: 'A page of leads, newest first' },
-)
+export const LeadList = ListPage(Lead, { description: 'A page of leads, newest first' })
 export type LeadList = typeof LeadList.static
 
 export const LeadListQuery = t.Object({

@@ -108,22 +108,3 @@ export class LeadsRepository {
 function escapeLike(text: string): string {
   return text.replace(/[\\%_]/g, (character) => `\\${character}`)
 }
-
-/** True when the error (or one it wraps) is a unique violation of the named index. */
-export function isUniqueViolation(error: unknown, constraint: string): boolean {
-  for (let current: unknown = error, depth = 0; current && depth < 5; depth++) {
-    const candidate = current as {
-      code?: unknown
-      constraint?: unknown
-      constraint_name?: unknown
-      message?: unknown
-      cause?: unknown
-    }
-    if (candidate.code === '23505') {
-      const name = candidate.constraint_name ?? candidate.constraint
-      return name === constraint || String(candidate.message).includes(constraint)
-    }
-    current = candidate.cause
-  }
-  return false
-}

@@ -1,13 +1,14 @@
 import type { AppContext } from '../../context'
+import { isUniqueViolation } from '../../db/unique-violation'
 // The dedup keys must be computed exactly as the inbound path computes them, or an edited lead
 // would stop matching (or wrongly match) the next webhook submission.
-import { normalizeEmail, normalizePhone } from '../../lib/contact'
-import { decodeCursor, pageOf } from '../../lib/cursor'
+import { CUSTOM_FIELD_NAME_PATTERN, normalizeEmail, normalizePhone } from '../../lib/contact'
+import { creationPosition, decodeCursor, pageOf } from '../../lib/cursor'
 import { errors, type ValidationDetail } from '../../lib/errors'
 import { isUuid } from '../../lib/ids'
 import { perContext } from '../../lib/memo'
+import { DEFAULT_PAGE_SIZE } from '../../lib/schemas'
 import {
-  CUSTOM_FIELD_NAME_PATTERN,
   CUSTOM_FIELDS_MAX_BYTES,
   CUSTOM_FIELDS_MAX_COUNT,
   type Lead,
@@ -15,13 +16,7 @@ import {
   type LeadListQuery,
   type UpdateLeadBody,
 } from './model'
-import {
-  isUniqueViolation,
-  type LeadChanges,
-  type LeadFilters,
-  type LeadRow,
-  LeadsRepository,
-} from './repository'
+import { type LeadChanges, type LeadFilters, type LeadRow, LeadsRepository } from './repository'
 
 const EMAIL_UNIQUE_INDEX = 'leads_org_email_unique'
 
@@ -50,7 +45,7 @@ export class LeadsService {
   }
 
   async list(organizationId: string, query: LeadListQuery): Promise<LeadList> {
-    const limit = query.limit ?? 50
+    const limit = query.limit ?? DEFAULT_PAGE_SIZE
     const filters: LeadFilters = { limit }
     if (query.cursor) filters.beforeId = decodeCursor(query.cursor).id
     if (query.source_id) filters.sourceId = query.source_id.toLowerCase()
@@ -66,7 +61,7 @@ export class LeadsService {
         digits: digits.length >= 4 && /^[\d\s()+.-]+$/.test(q) ? digits : null,
       }
     }
-    const page = pageOf(await this.repository.list(organizationId, filters), limit)
+    const page = pageOf(await this.repository.list(organizationId, filters), limit, creationPosition)
     return { data: page.rows.map(toLead), next_cursor: page.nextCursor }
   }
 

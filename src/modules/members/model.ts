@@ -1,5 +1,5 @@
 import { t } from 'elysia'
-import { ListQueryFields, NextCursor } from '../../lib/schemas'
+import { ListPage, ListQueryFields } from '../../lib/schemas'
 import { Email, Password, RoleName } from '../auth/model'
 
 const MEMBER_EXAMPLE = {
@@ -21,10 +21,7 @@ export const Member = t.Object(
   { examples: [MEMBER_EXAMPLE] },
 )
 
-export const MemberList = t.Object(
-  { data: t.Array(Member), next_cursor: NextCursor },
-  { examples: [{ data: [MEMBER_EXAMPLE], next_cursor: null }] },
-)
+export const MemberList = ListPage(Member, { examples: [{ data: [MEMBER_EXAMPLE], next_cursor: null }] })
 
 export const MemberListQuery = t.Object(ListQueryFields)
 

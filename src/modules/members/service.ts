@@ -1,8 +1,9 @@
 import type { AppContext } from '../../context'
-import { decodeCursor, pageOf } from '../../lib/cursor'
+import { creationPosition, decodeCursor, pageOf } from '../../lib/cursor'
 import { errors } from '../../lib/errors'
 import { perContext } from '../../lib/memo'
 import { effectivePermissions, isRole, PERMISSIONS, ROLE_RANK, type Role } from '../../lib/permissions'
+import { DEFAULT_PAGE_SIZE } from '../../lib/schemas'
 import type { Principal } from '../auth/credentials'
 import { findUserInOrganization, type UserRow } from '../auth/repository'
 import { identityService } from '../auth/service'
@@ -57,10 +58,10 @@ export class MembersService {
   constructor(private readonly ctx: AppContext) {}
 
   async list(principal: Principal, query: MemberListQueryInput) {
-    const limit = query.limit ?? 50
+    const limit = query.limit ?? DEFAULT_PAGE_SIZE
     const beforeId = query.cursor ? decodeCursor(query.cursor).id : undefined
     const rows = await listMembers(this.ctx.db, { organizationId: principal.organizationId, beforeId, limit })
-    const page = pageOf(rows, limit)
+    const page = pageOf(rows, limit, creationPosition)
     return { data: page.rows.map(memberView), next_cursor: page.nextCursor }
   }
 

@@ -1,6 +1,6 @@
 import { t } from 'elysia'
 import { SCOPES } from '../../lib/permissions'
-import { ListQueryFields, NextCursor } from '../../lib/schemas'
+import { ListPage, ListQueryFields } from '../../lib/schemas'
 
 export const PAT_NAME_MAX_LENGTH = 100
 export const PAT_MAX_SCOPES = 20
@@ -79,28 +79,25 @@ export const PatSummary = t.Object({
   }),
 })
 
-export const PatList = t.Object(
-  { data: t.Array(PatSummary), next_cursor: NextCursor },
-  {
-    examples: [
-      {
-        data: [
-          {
-            token_id: '0198f3a2-9e0f-7a1b-8c2d-3e4f5a6b7c8d',
-            name: 'CRM sync',
-            masked_token: 'fl_pat_AbCd…12Cd',
-            scopes: ['leads.*'],
-            status: 'active',
-            created_at: '2026-01-01T09:30:00.000Z',
-            expires_at: '2026-04-01T09:30:00.000Z',
-            last_used_at: '2026-01-15T14:02:00.000Z',
-          },
-        ],
-        next_cursor: null,
-      },
-    ],
-  },
-)
+export const PatList = ListPage(PatSummary, {
+  examples: [
+    {
+      data: [
+        {
+          token_id: '0198f3a2-9e0f-7a1b-8c2d-3e4f5a6b7c8d',
+          name: 'CRM sync',
+          masked_token: 'fl_pat_AbCd…12Cd',
+          scopes: ['leads.*'],
+          status: 'active',
+          created_at: '2026-01-01T09:30:00.000Z',
+          expires_at: '2026-04-01T09:30:00.000Z',
+          last_used_at: '2026-01-15T14:02:00.000Z',
+        },
+      ],
+      next_cursor: null,
+    },
+  ],
+})
 
 export const PatListQuery = t.Object(ListQueryFields)
 

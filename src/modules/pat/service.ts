@@ -1,10 +1,11 @@
 import type { AppContext } from '../../context'
-import { decodeCursor, pageOf } from '../../lib/cursor'
+import { creationPosition, decodeCursor, pageOf } from '../../lib/cursor'
 import { errors } from '../../lib/errors'
 import { newId } from '../../lib/ids'
 import { perContext } from '../../lib/memo'
 import { requireName } from '../../lib/names'
 import { isScope, SCOPES } from '../../lib/permissions'
+import { DEFAULT_PAGE_SIZE } from '../../lib/schemas'
 import { digestSecret, generateSecret, maskFromParts, secretHints } from '../../lib/secrets'
 import type { Principal } from '../auth/credentials'
 import type { CreatePatInput, PatListQueryInput, PatSummaryView } from './model'
@@ -58,7 +59,7 @@ export class PatService {
 
   async list(principal: Principal, query: PatListQueryInput) {
     assertMayManageTokens(principal)
-    const limit = query.limit ?? 50
+    const limit = query.limit ?? DEFAULT_PAGE_SIZE
     const beforeId = query.cursor ? decodeCursor(query.cursor).id : undefined
     const rows = await listUserPats(this.ctx.db, {
       userId: principal.userId,
@@ -66,7 +67,7 @@ export class PatService {
       beforeId,
       limit,
     })
-    const page = pageOf(rows, limit)
+    const page = pageOf(rows, limit, creationPosition)
     const now = this.ctx.clock.now()
     return { data: page.rows.map((row) => summaryOf(row, now)), next_cursor: page.nextCursor }
   }

@@ -1,5 +1,5 @@
 import { t } from 'elysia'
-import { ListQueryFields, NextCursor } from '../../lib/schemas'
+import { ListPage, ListQueryFields } from '../../lib/schemas'
 
 export const ALLOWLIST_MAX_ENTRIES = 100
 export const FIELD_MAPPING_MAX_ENTRIES = 50
@@ -12,9 +12,6 @@ export const MAPPING_TARGETS = [
   'email',
   'status',
 ] as const
-// Same rule as the inbound path's custom field names: a mapping to any other name would make every
-// request that carries the field fail validation there.
-export const CUSTOM_FIELD_NAME_PATTERN = /^[A-Za-z0-9_.-]{1,100}$/
 
 const examples = {
   source: {
@@ -114,10 +111,7 @@ export const SourceWithKey = t.Object(
 )
 export type SourceWithKey = typeof SourceWithKey.static
 
-export const SourceList = t.Object(
-  { data: t.Array(SourceRecord), next_cursor: NextCursor },
-  { description: 'A page of sources, newest first' },
-)
+export const SourceList = ListPage(SourceRecord, { description: 'A page of sources, newest first' })
 export type SourceList = typeof SourceList.static
 
 export const SourceListQuery = t.Object({

@@ -1,10 +1,11 @@
 import type { Config } from '../../config'
 import type { AppContext } from '../../context'
-import { decodeCursor, pageOf } from '../../lib/cursor'
+import { creationPosition, decodeCursor, pageOf } from '../../lib/cursor'
 import { errors } from '../../lib/errors'
 import { isUuid, newId } from '../../lib/ids'
 import { perContext } from '../../lib/memo'
 import { requireName } from '../../lib/names'
+import { DEFAULT_PAGE_SIZE } from '../../lib/schemas'
 import { digestSecret, generateSecret } from '../../lib/secrets'
 import type {
   CreateSourceBody,
@@ -72,10 +73,10 @@ export class SourcesService {
   }
 
   async list(organizationId: string, query: SourceListQuery): Promise<SourceList> {
-    const limit = query.limit ?? 50
+    const limit = query.limit ?? DEFAULT_PAGE_SIZE
     const beforeId = query.cursor ? decodeCursor(query.cursor).id : undefined
     const rows = await this.repository.list(organizationId, { limit, beforeId, enabled: query.enabled })
-    const page = pageOf(rows, limit)
+    const page = pageOf(rows, limit, creationPosition)
     return { data: page.rows.map(toSourceRecord), next_cursor: page.nextCursor }
   }
 

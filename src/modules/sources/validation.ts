@@ -1,8 +1,9 @@
 import { isSupportedCountry } from 'libphonenumber-js'
+import { CUSTOM_FIELD_NAME_PATTERN } from '../../lib/contact'
 import type { ValidationDetail } from '../../lib/errors'
 import { errors } from '../../lib/errors'
 import { parseCidr } from '../../lib/ip'
-import { CUSTOM_FIELD_NAME_PATTERN, FIELD_MAPPING_MAX_ENTRIES, MAPPING_TARGETS } from './model'
+import { FIELD_MAPPING_MAX_ENTRIES, MAPPING_TARGETS } from './model'
 
 /**
  * Checks that the schema cannot express (address syntax, hostnames, mapping targets, countries),
