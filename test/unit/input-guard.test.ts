@@ -52,6 +52,32 @@ describe('JSON depth guard', () => {
   })
 })
 
+describe('body guard', () => {
+  // The inbound service and every other route refuse these before normalizeLead or a schema runs.
+  const cases: Array<[body: unknown, path: string]> = [
+    [{ first_name: 'a\u0000b' }, '/first_name'],
+    [{ company: 'bad\ud800' }, '/company'],
+    [{ custom: { deep: ['ok', 'x\udfffy'] } }, '/custom/deep/1'],
+    [{ 'key\u0000': 'v' }, '/key\ufffd'],
+    [{ attribution: { 'a/b': '\u0000' } }, '/attribution/a~1b'],
+    [nestedObject(31, 'x\u0000'), `${'/a'.repeat(31)}`],
+  ]
+  for (const [body, path] of cases) {
+    test(`NUL or an unpaired surrogate at ${JSON.stringify(path)} is named there`, () => {
+      expect(guard.unstorable(body).map((detail) => detail.path)).toEqual([path])
+    })
+  }
+  test('a clean body has nothing to refuse', () => {
+    expect(guard.unstorable({ a: ['b', { c: 'd\u00e9' }], 'e/f': 1, g: null })).toEqual([])
+  })
+})
+
+function nestedObject(levels: number, leaf: unknown): unknown {
+  let value = leaf
+  for (let level = 0; level < levels; level++) value = { a: value }
+  return value
+}
+
 describe('parameter guard', () => {
   const cases: Array<[label: string, parameters: Record<string, unknown>, paths: string[]]> = [
     ['clean values', { limit: '10', q: 'ada', since: '2026-01-01T00:00:00Z' }, []],
