@@ -1,5 +1,6 @@
 import { expect } from 'bun:test'
 import type { Page } from 'playwright-core'
+import { uniqueEmail } from '../helpers/emails'
 import { createSource } from '../helpers/factories'
 import { type BrowserHarness, eventually, forbiddenIn, loaded, type PageSubmission } from './support'
 
@@ -62,7 +63,7 @@ export async function runFormPage(
   await loaded(page, `${url}?${firstVisitQuery(testCase.fixture)}`)
   await loaded(page, `${url}${SECOND_VISIT}`)
 
-  const email = `${testCase.fixture}-${crypto.randomUUID()}@example.com`
+  const email = uniqueEmail(testCase.fixture)
   for (const step of testCase.steps) {
     if (step[0] === 'fill') await page.fill(step[1], step[2].replace('{email}', email))
     else if (step[0] === 'select') await page.selectOption(step[1], step[2])

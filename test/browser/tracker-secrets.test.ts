@@ -1,4 +1,5 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'bun:test'
+import { uniqueEmail } from '../helpers/emails'
 import { createSource } from '../helpers/factories'
 import { type FormPageCase, fixtureHtml, runFormPage } from './form-pages'
 import {
@@ -272,7 +273,7 @@ describe('tracker.js never sends secrets', () => {
       )
       const { page, sent } = await harness.newPage()
       await loaded(page, url)
-      const email = `credentials-${crypto.randomUUID()}@example.com`
+      const email = uniqueEmail('credentials')
       for (let i = 0; i < variants.length; i++) {
         await page.fill(`#v${i} [name=email]`, email)
         await page.fill(`#v${i} [name=extra]`, 'extra')
@@ -348,7 +349,7 @@ describe('tracker.js never sends secrets', () => {
       // The precondition that makes this test able to fail: the browser does expose the secret.
       expect(await page.evaluate(() => document.referrer)).toContain('OAUTH-CODE-SECRET-8')
 
-      const email = `urls-${crypto.randomUUID()}@example.com`
+      const email = uniqueEmail('urls')
       await page.evaluate(
         (address) =>
           (
@@ -425,7 +426,7 @@ describe('tracker.js never sends secrets', () => {
       })
       const { page, sent, console: lines } = await harness.newPage()
       await loaded(page, url)
-      await page.fill('#n-email', `fast-${crypto.randomUUID()}@example.com`)
+      await page.fill('#n-email', uniqueEmail('fast'))
       await page.click('button')
       const reasons = await eventually(
         async () => lines.find((line) => line.startsWith('log: [LeadCapture] spam, reasons:')),

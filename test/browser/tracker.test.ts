@@ -3,6 +3,7 @@ import { asc, eq } from 'drizzle-orm'
 import type { Page } from 'playwright-core'
 import type { AppContext } from '../../src/context'
 import { deliveryLogs, leads } from '../../src/db/schema'
+import { uniqueEmail } from '../helpers/emails'
 import { createSource } from '../helpers/factories'
 import {
   type BrowserHarness,
@@ -99,7 +100,7 @@ describe('tracker.js in Chromium', () => {
       })
       expect(attribution.last_touch.landing_page).toContain('utm_campaign=brand')
 
-      const email = `ada-${crypto.randomUUID()}@example.com`
+      const email = uniqueEmail('ada')
       await page.fill('[name=name]', 'Ada King Lovelace')
       await page.fill('[name=E-Mail]', email)
       await page.fill('[name=mobile]', '+44 20 7946 0958')
@@ -178,7 +179,7 @@ describe('tracker.js in Chromium', () => {
       const url = sitePage('/manual/page', apiKey, '<p>No form here.</p>')
       const { page } = await newPage()
       await loaded(page, `${url}?utm_source=partner`)
-      const email = `grace-${crypto.randomUUID()}@example.com`
+      const email = uniqueEmail('grace')
       const submit = (data: Record<string, unknown>) =>
         page.evaluate((lead) => (window as unknown as LeadCaptureWindow).LeadCapture.submit(lead), data)
 
@@ -234,7 +235,7 @@ describe('tracker.js in Chromium', () => {
         await loaded(page, `${url}?utm_source=newsletter&gclid=g-1`)
         expect(await page.evaluate(() => localStorage.length)).toBe(0)
 
-        const email = `private-${crypto.randomUUID()}@example.com`
+        const email = uniqueEmail('private')
         await page.fill('[name=E-Mail]', email)
         await Promise.all([page.waitForURL('**/thanks-private'), page.click('button[type=submit]')])
         const [lead] = await eventually(async () => {
@@ -270,7 +271,7 @@ describe('tracker.js in Chromium', () => {
       await loaded(page, url)
       expect(lines.some((line) => line.startsWith('log: [LeadCapture] ready'))).toBe(true)
 
-      await page.fill('[name=email]', `refused-${crypto.randomUUID()}@example.com`)
+      await page.fill('[name=email]', uniqueEmail('refused'))
       await page.click('button')
       const failure = await eventually(
         async () => lines.find((line) => line.startsWith('warning: [LeadCapture] submission failed')),
@@ -394,7 +395,7 @@ describe('tracker.js in Chromium', () => {
         .then((text) => JSON.parse(String(text)))
       expect(answer).toEqual({ status: 'created', success: true, lead_id: expect.any(String) })
 
-      const email = `example-${crypto.randomUUID()}@example.com`
+      const email = uniqueEmail('example')
       await page.fill('#sales [name=name]', 'Mary Jackson')
       await page.fill('#sales [name=email]', email)
       await page.fill('#sales [name=company]', 'NACA')

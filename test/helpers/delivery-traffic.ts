@@ -1,6 +1,7 @@
 import type { AppContext } from '../../src/context'
 import type { FakeClock } from '../../src/lib/clock'
 import { inboundService } from '../../src/modules/inbound/service'
+import { uniqueEmail } from './emails'
 import { createSignedInUser, createSource } from './factories'
 import { makeTestApp, request } from './test-app'
 
@@ -19,7 +20,7 @@ export async function setupSource(clock: FakeClock, sourceOptions: Parameters<ty
 
 const ALLOWED_IP = { 'x-forwarded-for': '10.1.2.3' }
 
-export const email = () => `lead-${crypto.randomUUID()}@example.com`
+export const email = () => uniqueEmail('lead')
 
 export function post(app: App, apiKey: string, json: unknown, headers: Record<string, string> = {}) {
   return app.handle(

@@ -8,6 +8,7 @@ import {
   REMOVED_CARD_FIELD,
   redactCardNumbers,
 } from '../../src/lib/card-data'
+import { uniqueEmail } from '../helpers/emails'
 import { createOrganization, createSession, createSource, createUser } from '../helpers/factories'
 import { forbiddenIn } from '../helpers/forbidden'
 import { makeTestApp, request, testDatabase } from '../helpers/test-app'
@@ -85,7 +86,7 @@ const CARD_NUMBERS: Array<[string, string]> = [
   ['followed by a CVV', `${VISA} 123`],
 ]
 
-const email = () => `card-${crypto.randomUUID()}@example.com`
+const email = () => uniqueEmail('card')
 
 async function rawRows(ctx: AppContext, sourceId: string) {
   const logs = await ctx.database.query<{ body: string; id: string }>(
@@ -302,7 +303,7 @@ describe('the rules themselves (property tests)', () => {
       { numRuns: 3000 },
     )
     for (let index = 0; index < 2000; index++) {
-      const text = `lead-${crypto.randomUUID()}@example.com`
+      const text = uniqueEmail('lead')
       expect(redactCardNumbers(text)).toBe(text)
     }
   })

@@ -1,6 +1,7 @@
 import { describe, expect, test } from 'bun:test'
 import { desc, eq } from 'drizzle-orm'
 import { deliveryLogs, leads } from '../../src/db/schema'
+import { uniqueEmail } from '../helpers/emails'
 import { createOrganization, createSource } from '../helpers/factories'
 import { makeTestApp, request } from '../helpers/test-app'
 
@@ -16,7 +17,7 @@ async function setup(domainAllowlist: string[]) {
   return { app, ctx, source, apiKey }
 }
 
-const email = () => `lead-${crypto.randomUUID()}@example.com`
+const email = () => uniqueEmail('lead')
 
 // Origins that name no host, each with a Referer on the allow list beside it.
 const HOSTLESS_ORIGINS = ['null', 'file://', 'not a url', 'data:text/html,x', ''] as const

@@ -7,6 +7,7 @@ import { generateSecret } from '../../src/lib/secrets'
 import { SourceGoneError } from '../../src/modules/inbound/repository'
 import { inboundService } from '../../src/modules/inbound/service'
 import { announceSourceChange } from '../../src/modules/sources/source-cache'
+import { uniqueEmail } from '../helpers/emails'
 import { createOrganization, createSource } from '../helpers/factories'
 import { makeTestApp, request } from '../helpers/test-app'
 
@@ -22,7 +23,7 @@ async function setup(sourceOptions: Parameters<typeof createSource>[2] = {}, app
 const post = (app: App, apiKey: string, json: unknown, headers: Record<string, string> = {}) =>
   app.handle(request('POST', `/api/webhook/lead/${apiKey}`, { json, headers }))
 
-const email = () => `lead-${crypto.randomUUID()}@example.com`
+const email = () => uniqueEmail('lead')
 
 /** A lead as the inbound pipeline hands it to the repository. */
 function leadWithEmail(address: string) {
@@ -410,7 +411,7 @@ describe('POST /api/webhook/lead/{api_key}: outcomes', () => {
       [{ email: email(), _gotcha: 'filled by a bot' }, 'honeypot_filled:_gotcha'],
       [{ email: email(), _hp: 'x' }, 'honeypot_filled:_hp'],
       [{ email: email(), first_name: 'Buy now https://spam.example' }, 'link_in_name'],
-      [{ email: `x${crypto.randomUUID()}@mailinator.com` }, 'disposable_email_domain'],
+      [{ email: uniqueEmail('x', 'mailinator.com') }, 'disposable_email_domain'],
       [{ email: email(), _elapsed_ms: 300 }, 'submitted_too_fast'],
     ]
     for (const [body, reason] of cases) {

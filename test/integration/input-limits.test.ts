@@ -3,6 +3,7 @@ import fc from 'fast-check'
 import type { AppContext } from '../../src/context'
 import { FakeClock } from '../../src/lib/clock'
 import { MAX_JSON_DEPTH } from '../../src/lib/input-guard'
+import { uniqueEmail } from '../helpers/emails'
 import { createLead, createOrganization, createSession, createSource, createUser } from '../helpers/factories'
 import { makeTestApp, request } from '../helpers/test-app'
 
@@ -168,7 +169,7 @@ describe(`JSON nesting deeper than ${MAX_JSON_DEPTH} levels`, () => {
       'POST',
       fill(INBOUND),
       JSON.stringify({
-        email: `deep-${crypto.randomUUID()}@example.com`,
+        email: uniqueEmail('deep'),
         notes: nested(MAX_JSON_DEPTH - 1, 'x'),
       }),
     )
@@ -184,7 +185,7 @@ describe('NUL and lone surrogates: 400 validation_failed naming the field, on ev
         'POST',
         '/api/auth/signup',
         {
-          email: `${crypto.randomUUID()}@example.com`,
+          email: uniqueEmail(),
           password: 'a long password',
           organization_name: 'a\u0000',
         },

@@ -2,6 +2,7 @@ import { beforeAll, describe, expect, test } from 'bun:test'
 import { ROLES } from '../../src/lib/permissions'
 import { INVALID_CREDENTIAL_MESSAGE } from '../../src/modules/auth/credentials'
 import { expectError, expectUnauthorized } from '../helpers/common-route-tests'
+import { uniqueEmail } from '../helpers/emails'
 import { createLead, createPat, createSession, createSignedInUser, createSource } from '../helpers/factories'
 import { makeTestApp, request, testDatabase } from '../helpers/test-app'
 
@@ -139,7 +140,7 @@ describe('own credentials on every plan and role', () => {
     const inbound = (key: string) =>
       app.handle(
         request('POST', `/api/webhook/lead/${key}`, {
-          json: { email: `l-${crypto.randomUUID()}@example.com` },
+          json: { email: uniqueEmail('l') },
         }),
       )
     // Leads keep flowing on the free plan: that is why the key must stay revocable.

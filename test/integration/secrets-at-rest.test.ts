@@ -2,6 +2,7 @@ import { beforeAll, describe, expect, test } from 'bun:test'
 import type { AppContext } from '../../src/context'
 import { isCardFieldName } from '../../src/lib/card-data'
 import { generateSecret, type SecretKind } from '../../src/lib/secrets'
+import { uniqueEmail } from '../helpers/emails'
 import { holdsSecret, JSON_ESCAPES, PERCENT_ENCODINGS } from '../helpers/encodings'
 import { createOrganization, createSession, createSource, createUser } from '../helpers/factories'
 import { makeTestApp, request, testDatabase } from '../helpers/test-app'
@@ -26,7 +27,7 @@ async function rawRows(ctx: AppContext, sourceId: string) {
   return { logs, leads: leadRows }
 }
 
-const email = () => `lead-${crypto.randomUUID()}@example.com`
+const email = () => uniqueEmail('lead')
 
 /** Where a secret `s` (already encoded as the case wants) is put in the request. */
 const PLACES: Array<[string, (s: string) => { body: string; headers?: Record<string, string> }]> = [

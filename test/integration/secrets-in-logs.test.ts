@@ -2,6 +2,7 @@ import { beforeAll, describe, expect, test } from 'bun:test'
 import type { AppContext } from '../../src/context'
 import { createLogger, type LogFields } from '../../src/lib/logger'
 import { generateSecret, SECRET_PREFIXES, type SecretKind } from '../../src/lib/secrets'
+import { uniqueEmail } from '../helpers/emails'
 import { holdsSecret, PERCENT_ENCODINGS } from '../helpers/encodings'
 import { createOrganization, createPat, createSession, createSource, createUser } from '../helpers/factories'
 import { makeTestApp, request, testDatabase } from '../helpers/test-app'
@@ -28,7 +29,7 @@ describe('percent-encoded secrets in paths are masked in every log line', () => 
       const { apiKey } = await createSource(ctx, organization.id)
       const strangerKey = generateSecret('source_key')
       const secrets = [apiKey, strangerKey, session, pat.token]
-      const email = () => `lead-${crypto.randomUUID()}@example.com`
+      const email = () => uniqueEmail('lead')
 
       const calls: Array<[string, string, unknown?]> = [
         ['POST', `/api/webhook/lead/${encode(apiKey)}`, { email: email() }],

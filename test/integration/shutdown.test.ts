@@ -7,6 +7,7 @@ import { loadConfig } from '../../src/config'
 import { createContext } from '../../src/context'
 import { runMigrations } from '../../src/db/migrate'
 import { createMemoryLogger } from '../../src/lib/logger'
+import { uniqueEmail } from '../helpers/emails'
 import { createOrganization, createSource } from '../helpers/factories'
 
 const ROOT = join(import.meta.dir, '../..')
@@ -37,9 +38,10 @@ describe('graceful shutdown', () => {
       let sendRest: (() => void) | undefined
       const body = new ReadableStream<Uint8Array>({
         start(controller) {
-          controller.enqueue(encoder.encode('{"email":"drain'))
+          const address = uniqueEmail('drain')
+          controller.enqueue(encoder.encode(`{"email":"${address.slice(0, 5)}`))
           sendRest = () => {
-            controller.enqueue(encoder.encode(`-${crypto.randomUUID()}@example.com"}`))
+            controller.enqueue(encoder.encode(`${address.slice(5)}"}`))
             controller.close()
           }
         },
@@ -91,7 +93,7 @@ describe('graceful shutdown', () => {
         const lead = await fetch(`${base}/api/webhook/lead/${apiKey}`, {
           method: 'POST',
           headers: { 'content-type': 'application/json', connection: 'close' },
-          body: JSON.stringify({ email: `delay-${crypto.randomUUID()}@example.com` }),
+          body: JSON.stringify({ email: uniqueEmail('delay') }),
         })
         served.push(lead.status)
         expect((await lead.json()).status).toBe('created')

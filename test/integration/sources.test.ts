@@ -7,6 +7,7 @@ import { newId } from '../../src/lib/ids'
 import { digestSecret, isWellFormedSecret } from '../../src/lib/secrets'
 import { sourceCache } from '../../src/modules/sources/source-cache'
 import { runCommonRouteTests } from '../helpers/common-route-tests'
+import { uniqueEmail } from '../helpers/emails'
 import { createPat, createSession, createSignedInUser, createSource, createUser } from '../helpers/factories'
 import { call, makeSignedInApp, makeTestApp, request, testDatabase } from '../helpers/test-app'
 
@@ -53,7 +54,7 @@ function expectJsonHeaders(response: Response) {
 
 /** One item of ingest_leads(jsonb) (drizzle/0007), as the inbound repository builds it. */
 function ingestItem(organizationId: string, sourceId: string, leadId: string) {
-  const address = `race-${crypto.randomUUID()}@example.com`
+  const address = uniqueEmail('race')
   return {
     idx: 0,
     organization_id: organizationId,
@@ -449,7 +450,7 @@ describe('deleting a source or an organization', () => {
   test('a deleted source keeps its leads (without a source) and takes its delivery logs', async () => {
     const { app, ctx, token, organization } = await setup()
     const created = await createViaApi(app, token)
-    const address = `kept-${crypto.randomUUID()}@example.com`
+    const address = uniqueEmail('kept')
     const posted = await app.handle(
       request('POST', `/api/webhook/lead/${created.api_key}`, { json: { email: address } }),
     )
@@ -524,7 +525,7 @@ describe('deleting a source or an organization', () => {
     const created = await createViaApi(app, token)
     const posted = await app.handle(
       request('POST', `/api/webhook/lead/${created.api_key}`, {
-        json: { email: `gone-${crypto.randomUUID()}@example.com` },
+        json: { email: uniqueEmail('gone') },
       }),
     )
     expect(posted.status).toBe(200)

@@ -4,6 +4,7 @@ import type { AppContext } from '../../src/context'
 import { FakeClock } from '../../src/lib/clock'
 import type { LogFields } from '../../src/lib/logger'
 import { generateSecret } from '../../src/lib/secrets'
+import { uniqueEmail } from '../helpers/emails'
 import { createOrganization, createSession, createSource, createUser } from '../helpers/factories'
 import { makeTestApp } from '../helpers/test-app'
 
@@ -465,7 +466,7 @@ describe('fuzz: POST /api/webhook/lead/{api_key}', () => {
         fc.constantFrom('POST', 'OPTIONS', 'GET'),
         async (headers, key, method) => {
           const request = buildRequest(method, `/api/webhook/lead/${key}`, {
-            body: JSON.stringify({ email: `h-${crypto.randomUUID()}@example.com` }),
+            body: JSON.stringify({ email: uniqueEmail('h') }),
             contentType: 'application/json',
             headers,
           })

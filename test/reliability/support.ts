@@ -6,6 +6,7 @@ import { loadConfig } from '../../src/config'
 import { type AppContext, createContext } from '../../src/context'
 import { runMigrations } from '../../src/db/migrate'
 import { createMemoryLogger } from '../../src/lib/logger'
+import { uniqueEmail } from '../helpers/emails'
 
 /**
  * Processes and services for the reliability suites: free loopback ports, replicas of the service
@@ -317,8 +318,6 @@ export async function pool<T>(tasks: Array<() => Promise<T>>, concurrency: numbe
   return results
 }
 
-export const uniqueEmail = (label = 'lead') => `${label}-${crypto.randomUUID()}@example.com`
-
 // ---------------------------------------------------------------------------------------------
 // A Redis server of the test's own, to kill and restart.
 
@@ -602,3 +601,5 @@ export async function startHaproxy(build: (port: number, statsPort: number) => s
   )
   return { url: `http://${LOOPBACK}:${port}`, servers, output: () => tail.join(''), stop }
 }
+
+export { uniqueEmail }
