@@ -16,6 +16,7 @@ import { freePort, ROOT, waitForReady } from '../reliability/support'
 const README = join(ROOT, 'README.md')
 const QUICKSTART_PORT_TEXT = 'localhost:3000'
 const STEP_MARKER = '@@quickstart-step@@'
+const SUITE_ONLY_VARIABLES = new Set(['DATABASE_URL', 'REDIS_URL', 'NODE_ENV'])
 
 function quickstartBlocks(markdown: string, kind: 'service' | 'client'): string[] {
   const pattern = new RegExp(`<!-- quickstart: ${kind} -->\\s*\`\`\`sh\\n([\\s\\S]*?)\`\`\``, 'g')
@@ -66,9 +67,10 @@ describe('README Quick start', () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'lead-capture-quickstart-'))
     cleanups.push(() => rmSync(dataDir, { recursive: true, force: true }))
 
+    // A user's shell: none of the suite's own settings (its database, its Redis, bun test's NODE_ENV).
     const env: Record<string, string> = {}
     for (const [name, value] of Object.entries(process.env)) {
-      if (value !== undefined && name !== 'DATABASE_URL' && name !== 'REDIS_URL') env[name] = value
+      if (value !== undefined && !SUITE_ONLY_VARIABLES.has(name)) env[name] = value
     }
     Object.assign(env, {
       PORT: String(port),
