@@ -23,7 +23,7 @@ const YEAR_ZERO_TIMESTAMP = /^[+-]?0{4,6}-\d{2}-\d{2}/
 
 export class PayloadTooLargeError extends AppError {
   constructor(limitBytes: number) {
-    super(413, 'payload_too_large', `the request body is larger than ${limitBytes} bytes`, {
+    super('payload_too_large', `the request body is larger than ${limitBytes} bytes`, {
       limit_bytes: limitBytes,
     })
   }

@@ -37,7 +37,7 @@ export function errorsPlugin(ctx: AppContext) {
       appError = errors.serviceUnavailable()
     } else {
       ctx.logger.error('unhandled error', { request_id: meta.requestId, error: describeError(error) })
-      appError = new AppError(500, 'internal_error', 'an unexpected error occurred')
+      appError = new AppError('internal_error', 'an unexpected error occurred')
     }
     if (appError.status >= 500 && appError.status !== 503) {
       ctx.logger.error('server error', { request_id: meta.requestId, code: appError.code })

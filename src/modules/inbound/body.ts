@@ -1,15 +1,14 @@
-import { AppError, errors } from '../../lib/errors'
+import { errors } from '../../lib/errors'
+import { PayloadTooLargeError } from '../../lib/input-guard'
 
 /** Spec §4.1 / §8: an inbound body may be at most 100 KB. */
 export const MAX_BODY_BYTES = 102_400
 /** Delivery logs keep at most this much of a body. */
 export const LOGGED_BODY_BYTES = 8 * 1024
 
-export class BodyTooLargeError extends AppError {
+export class BodyTooLargeError extends PayloadTooLargeError {
   constructor(readonly receivedBytes: number) {
-    super(413, 'payload_too_large', `the request body is larger than ${MAX_BODY_BYTES} bytes`, {
-      limit_bytes: MAX_BODY_BYTES,
-    })
+    super(MAX_BODY_BYTES)
   }
 }
 

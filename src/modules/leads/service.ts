@@ -3,7 +3,7 @@ import type { AppContext } from '../../context'
 // would stop matching (or wrongly match) the next webhook submission.
 import { normalizeEmail, normalizePhone } from '../../lib/contact'
 import { decodeCursor, pageOf } from '../../lib/cursor'
-import { errors, type ValidationDetail } from '../../lib/errors'
+import { AppError, errors, type ValidationDetail } from '../../lib/errors'
 import { isUuid } from '../../lib/ids'
 import { perContext } from '../../lib/memo'
 import {
@@ -131,7 +131,7 @@ export class LeadsService {
       row = await this.repository.update(organizationId, id, changes)
     } catch (error) {
       if (isUniqueViolation(error, EMAIL_UNIQUE_INDEX)) {
-        throw errors.conflict(
+        throw new AppError(
           'duplicate_lead',
           'another lead of this organization already has this e-mail address',
         )
