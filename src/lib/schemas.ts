@@ -1,4 +1,27 @@
+import { type IntegerOptions, type SchemaOptions, type TSchema, Type } from '@sinclair/typebox'
 import { t } from 'elysia'
+
+/**
+ * A whole number in a JSON body or response. Elysia's `t.Integer` also accepts a numeric string
+ * (what a query string needs) and publishes `anyOf: [string, integer]`, which generated clients type
+ * as `string | number`; JSON carries real numbers, so bodies and responses use TypeBox's own.
+ * Query parameters keep `t.Integer` (it parses the text); the document shows them as integers.
+ */
+export const JsonInteger = (options?: IntegerOptions) => Type.Integer(options)
+
+/**
+ * `schema` or null. Elysia's `t.Nullable` adds the OpenAPI 3.0 keyword `nullable`, which has no
+ * meaning in a 3.1 document; a union with null is what 3.1 (JSON Schema) says.
+ */
+export const Nullable = <T extends TSchema>(schema: T, options?: SchemaOptions) =>
+  t.Union([schema, t.Null()], options)
+
+/**
+ * The one rule for ids in a path: a UUID, else 400 `validation_failed` naming the parameter, on
+ * every route (docs/api.md). A well-formed id that names nothing of yours is a 404.
+ */
+export const ResourceId = (description: string) =>
+  t.String({ format: 'uuid', description, examples: ['01970c6e-5b2a-7cc1-8f3e-6d1c2b3a4f50'] })
 
 /**
  * Response schemas shared by every management module, so the OpenAPI document describes each
@@ -25,9 +48,9 @@ export const RateLimitedBody = t.Object({
   error: t.Literal('rate_limited'),
   message: t.String(),
   request_id: t.String(),
-  limit: t.Integer(),
-  remaining: t.Integer(),
-  retry_after: t.Integer({ description: 'seconds to wait before retrying' }),
+  limit: JsonInteger(),
+  remaining: JsonInteger(),
+  retry_after: JsonInteger({ description: 'seconds to wait before retrying' }),
 })
 
 /** The error statuses every authenticated management route can answer. */

@@ -1,6 +1,7 @@
 import { t } from 'elysia'
 import { PASSWORD_MAX_CHARACTERS, PASSWORD_MIN_CHARACTERS } from '../../lib/passwords'
 import { FEATURES, PERMISSIONS, ROLES } from '../../lib/permissions'
+import { JsonInteger } from '../../lib/schemas'
 
 export { ErrorBody, RateLimitedBody } from '../../lib/schemas'
 
@@ -91,7 +92,7 @@ export const SessionResponse = t.Object(
       format: 'date-time',
       description: 'absolute end of the session (30 days); it also ends after 7 days without use',
     }),
-    idle_timeout_seconds: t.Integer({ description: 'the session ends after this long without use' }),
+    idle_timeout_seconds: JsonInteger({ description: 'the session ends after this long without use' }),
     user: UserBody,
     organization: OrganizationBody,
   },

@@ -1,4 +1,5 @@
 import { t } from 'elysia'
+import { JsonInteger, Nullable, ResourceId } from '../../lib/schemas'
 
 export const OUTCOMES = ['created', 'updated', 'spam', 'error', 'rejected'] as const
 export type Outcome = (typeof OUTCOMES)[number]
@@ -16,13 +17,11 @@ const outcomeUnion = (options: { description?: string } = {}) =>
     options,
   )
 
-export const SourceParams = t.Object({
-  id: t.String({ format: 'uuid', description: 'The source id' }),
-})
+export const SourceParams = t.Object({ id: ResourceId('The source id') })
 
 export const LogParams = t.Object({
-  id: t.String({ format: 'uuid', description: 'The source id' }),
-  log_id: t.String({ format: 'uuid', description: 'The delivery-log entry id' }),
+  id: ResourceId('The source id'),
+  log_id: ResourceId('The delivery-log entry id'),
 })
 
 export const LogsQuery = t.Object({
@@ -52,23 +51,23 @@ const entryFields = {
   id: t.String({ format: 'uuid' }),
   received_at: t.String({ format: 'date-time' }),
   method: t.String({ examples: ['POST'] }),
-  http_status: t.Integer({ examples: [200] }),
+  http_status: JsonInteger({ examples: [200] }),
   outcome: outcomeField,
-  reason: t.Nullable(
+  reason: Nullable(
     t.String({
       description:
         'Why: the first spam reason, `missing_contact`, or the error code of a rejection (`rate_limited`, `invalid_json`, `ip_not_allowed`…)',
     }),
   ),
-  lead_id: t.Nullable(t.String({ format: 'uuid' })),
-  client_ip: t.Nullable(t.String()),
-  origin: t.Nullable(t.String({ description: '`Origin`, else `Referer`, of the request (secrets masked)' })),
-  user_agent: t.Nullable(t.String()),
-  body_bytes: t.Integer({ description: 'Size of the request body in bytes' }),
+  lead_id: Nullable(t.String({ format: 'uuid' })),
+  client_ip: Nullable(t.String()),
+  origin: Nullable(t.String({ description: '`Origin`, else `Referer`, of the request (secrets masked)' })),
+  user_agent: Nullable(t.String()),
+  body_bytes: JsonInteger({ description: 'Size of the request body in bytes' }),
   body_truncated: t.Boolean({ description: 'The stored body was cut at 8 KB' }),
   spam_reasons: t.Array(t.String()),
   duration_ms: t.Number({ description: 'Server-side processing time' }),
-  repeat_count: t.Integer({
+  repeat_count: JsonInteger({
     description:
       'How many requests this entry stands for: identical rejections (429 floods) are written once per second with their count',
   }),
@@ -88,18 +87,18 @@ export type LogEntryWithBody = typeof LogEntryWithBody.static
 
 export const LogPage = t.Object({
   data: t.Array(LogEntry),
-  next_cursor: t.Nullable(
+  next_cursor: Nullable(
     t.String({ description: 'Pass as `cursor` for the next (older) page; null at the end' }),
   ),
 })
 export type LogPage = typeof LogPage.static
 
 const outcomeCounts = {
-  created: t.Integer(),
-  updated: t.Integer(),
-  spam: t.Integer(),
-  error: t.Integer(),
-  rejected: t.Integer(),
+  created: JsonInteger(),
+  updated: JsonInteger(),
+  spam: JsonInteger(),
+  error: JsonInteger(),
+  rejected: JsonInteger(),
 }
 
 export const HEALTH_STATUSES = ['healthy', 'degraded', 'failing', 'idle', 'disabled'] as const
@@ -125,33 +124,33 @@ export const SourceHealth = t.Object({
     { description: 'See the rules in the route description' },
   ),
   totals: t.Object(
-    { requests: t.Integer(), ...outcomeCounts },
+    { requests: JsonInteger(), ...outcomeCounts },
     { description: 'Requests in the window by outcome' },
   ),
-  rejections: t.Array(t.Object({ reason: t.String(), http_status: t.Integer(), count: t.Integer() }), {
+  rejections: t.Array(t.Object({ reason: t.String(), http_status: JsonInteger(), count: JsonInteger() }), {
     description: 'Rejected requests by reason, most frequent first (429s appear as `rate_limited`)',
   }),
-  success_rate: t.Nullable(
+  success_rate: Nullable(
     t.Number({
       minimum: 0,
       maximum: 1,
       description: '(created + updated + spam) / requests over the window; null without requests',
     }),
   ),
-  last_request_at: t.Nullable(t.String({ format: 'date-time' })),
-  last_success_at: t.Nullable(t.String({ format: 'date-time' })),
-  last_failure: t.Nullable(
+  last_request_at: Nullable(t.String({ format: 'date-time' })),
+  last_success_at: Nullable(t.String({ format: 'date-time' })),
+  last_failure: Nullable(
     t.Object({
       at: t.String({ format: 'date-time' }),
-      http_status: t.Integer(),
-      reason: t.Nullable(t.String()),
+      http_status: JsonInteger(),
+      reason: Nullable(t.String()),
     }),
   ),
   latency_ms: t.Object(
     {
-      p50: t.Nullable(t.Number()),
-      p95: t.Nullable(t.Number()),
-      samples: t.Integer({ description: 'Requests measured (all but rate-limited ones)' }),
+      p50: Nullable(t.Number()),
+      p95: Nullable(t.Number()),
+      samples: JsonInteger({ description: 'Requests measured (all but rate-limited ones)' }),
     },
     {
       description:
@@ -162,7 +161,7 @@ export const SourceHealth = t.Object({
     t.Object({
       from: t.String({ format: 'date-time' }),
       to: t.String({ format: 'date-time' }),
-      requests: t.Integer(),
+      requests: JsonInteger(),
       ...outcomeCounts,
     }),
     { description: '24 buckets, oldest first; the last one is the current (partial) hour' },

@@ -1,4 +1,5 @@
 import { t } from 'elysia'
+import { JsonInteger } from '../../lib/schemas'
 
 export { ErrorBody, RateLimitedBody } from '../../lib/schemas'
 
@@ -83,10 +84,10 @@ export const InboundInfo = t.Object({
   method: t.Literal('POST'),
   path: t.String(),
   content_type: t.Literal('application/json'),
-  max_body_bytes: t.Integer(),
+  max_body_bytes: JsonInteger(),
   fields: t.Record(
     t.String(),
-    t.Object({ type: t.String(), max_length: t.Integer(), description: t.String() }),
+    t.Object({ type: t.String(), max_length: JsonInteger(), description: t.String() }),
   ),
   require_one_of: t.Array(t.String()),
   field_mapping: t.Record(t.String(), t.String()),
@@ -94,7 +95,7 @@ export const InboundInfo = t.Object({
   custom_fields: t.String(),
   spam_filter: t.Boolean(),
   outcomes: t.Record(t.String(), t.String()),
-  rate_limit: t.Object({ limit: t.Integer(), window_seconds: t.Integer() }),
+  rate_limit: t.Object({ limit: JsonInteger(), window_seconds: JsonInteger() }),
   example: t.Object({ request: t.Unknown(), response: t.Unknown() }),
   documentation_url: t.String(),
 })

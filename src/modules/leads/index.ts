@@ -8,7 +8,8 @@ import { leadsService } from './service'
 
 const tags = ['Leads']
 // Leads are not the integrations feature (DESIGN §10): every plan can read and edit its leads.
-const accessNote = 'A lead of another organization, or an id that is not a UUID, is a 404.'
+const accessNote =
+  'A lead of another organization is a 404; an id that is not a UUID is 400 `validation_failed` (docs/api.md).'
 
 /** Stored leads (`/api/v2`, a surface the spec does not list): the controller. */
 export function leadsModule(ctx: AppContext) {

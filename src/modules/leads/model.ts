@@ -1,6 +1,6 @@
 import { t } from 'elysia'
 import { CUSTOM_FIELDS_MAX_COUNT, LEAD_FIELDS } from '../../lib/contact'
-import { ListQueryFields, NextCursor } from '../../lib/schemas'
+import { ListQueryFields, NextCursor, ResourceId } from '../../lib/schemas'
 
 // The same bounds as the inbound path, so an edited lead could also have arrived by webhook.
 export { CUSTOM_FIELDS_MAX_COUNT }
@@ -79,11 +79,7 @@ export const LeadListQuery = t.Object({
 export type LeadListQuery = typeof LeadListQuery.static
 
 export const LeadIdParams = t.Object({
-  // Not `format: uuid`: an id that is not a UUID names no lead, so it is a 404 like any other.
-  id: t.String({
-    description: 'Lead id (the `lead_id` of the inbound response)',
-    examples: [example.lead_id],
-  }),
+  id: ResourceId('Lead id (the `lead_id` of the inbound response)'),
 })
 
 const editable = (maxLength: number, description: string) =>

@@ -1,5 +1,5 @@
 import { t } from 'elysia'
-import { ListQueryFields, NextCursor } from '../../lib/schemas'
+import { ListQueryFields, NextCursor, ResourceId } from '../../lib/schemas'
 import { Email, Password, RoleName } from '../auth/model'
 
 const MEMBER_EXAMPLE = {
@@ -42,7 +42,7 @@ export const ChangeRoleRequest = t.Object(
 )
 
 export const MemberParams = t.Object({
-  user_id: t.String({ format: 'uuid', description: 'the member’s `user_id`' }),
+  user_id: ResourceId('the member’s `user_id`'),
 })
 
 export type MemberView = typeof Member.static

@@ -1,6 +1,6 @@
 import { t } from 'elysia'
 import { SCOPES } from '../../lib/permissions'
-import { ListQueryFields, NextCursor } from '../../lib/schemas'
+import { JsonInteger, ListQueryFields, NextCursor, ResourceId } from '../../lib/schemas'
 
 export const PAT_NAME_MAX_LENGTH = 100
 export const PAT_MAX_SCOPES = 20
@@ -23,7 +23,7 @@ export const CreatePatRequest = t.Object(
     }),
     scopes: t.Optional(ScopeList),
     expires_in_days: t.Optional(
-      t.Union([t.Integer({ minimum: 1, maximum: PAT_MAX_LIFETIME_DAYS }), t.Null()], {
+      t.Union([JsonInteger({ minimum: 1, maximum: PAT_MAX_LIFETIME_DAYS }), t.Null()], {
         description: `1 to ${PAT_MAX_LIFETIME_DAYS}; absent or null: the token never expires`,
         examples: [90],
       }),
@@ -105,7 +105,7 @@ export const PatList = t.Object(
 export const PatListQuery = t.Object(ListQueryFields)
 
 export const PatParams = t.Object({
-  token_id: t.String({ format: 'uuid', description: 'the `token_id` from creation or the listing' }),
+  token_id: ResourceId('the `token_id` from creation or the listing'),
 })
 
 export type CreatePatInput = typeof CreatePatRequest.static

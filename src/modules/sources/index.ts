@@ -22,11 +22,11 @@ const auth = { permission: 'settings.integrations', feature: 'integrations' } as
 // so a plan gate here would leave a leaked key alive (docs/security.md).
 const endKeys = { permission: 'settings.integrations' } as const
 const endKeysNote =
-  'Needs the permission `settings.integrations`, on every plan (a key must stay revocable after a downgrade). A source of another organization, or an id that is not a UUID, is a 404.'
+  'Needs the permission `settings.integrations`, on every plan (a key must stay revocable after a downgrade). A source of another organization is a 404; an id that is not a UUID is 400 `validation_failed` (docs/api.md).'
 
 const tags = ['Sources']
 const accessNote =
-  'Needs the permission `settings.integrations` and a plan with the `integrations` feature. A source of another organization, or an id that is not a UUID, is a 404.'
+  'Needs the permission `settings.integrations` and a plan with the `integrations` feature. A source of another organization is a 404; an id that is not a UUID is 400 `validation_failed` (docs/api.md).'
 
 /** Webhook sources: the controller. Every change is announced so all replicas see it within 1 s. */
 export function sourcesModule(ctx: AppContext) {

@@ -1,5 +1,5 @@
 import { t } from 'elysia'
-import { ListQueryFields, NextCursor } from '../../lib/schemas'
+import { JsonInteger, ListQueryFields, NextCursor, ResourceId } from '../../lib/schemas'
 
 export const ALLOWLIST_MAX_ENTRIES = 100
 export const FIELD_MAPPING_MAX_ENTRIES = 50
@@ -127,8 +127,7 @@ export const SourceListQuery = t.Object({
 export type SourceListQuery = typeof SourceListQuery.static
 
 export const SourceIdParams = t.Object({
-  // Not `format: uuid`: an id that is not a UUID names no source, so it is a 404 like any other.
-  id: t.String({ description: 'Source id (UUID)', examples: [examples.source.id] }),
+  id: ResourceId('Source id'),
 })
 
 export const CreateSourceBody = t.Object(
@@ -179,7 +178,7 @@ export const RegenerateKeyBody = t.Optional(
   t.Object(
     {
       grace_seconds: t.Optional(
-        t.Integer({
+        JsonInteger({
           minimum: 0,
           maximum: GRACE_SECONDS_MAX,
           default: 0,
