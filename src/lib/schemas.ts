@@ -39,19 +39,23 @@ export const ErrorBody = t.Object(
     ),
   },
   {
+    title: 'Error',
     additionalProperties: true,
     description: 'Error body: `{ error, message, request_id, ...fields of its own }`',
   },
 )
 
-export const RateLimitedBody = t.Object({
-  error: t.Literal('rate_limited'),
-  message: t.String(),
-  request_id: t.String(),
-  limit: JsonInteger(),
-  remaining: JsonInteger(),
-  retry_after: JsonInteger({ description: 'seconds to wait before retrying' }),
-})
+export const RateLimitedBody = t.Object(
+  {
+    error: t.Literal('rate_limited'),
+    message: t.String(),
+    request_id: t.String(),
+    limit: JsonInteger(),
+    remaining: JsonInteger(),
+    retry_after: JsonInteger({ description: 'seconds to wait before retrying' }),
+  },
+  { title: 'RateLimitedError' },
+)
 
 /** The error statuses every authenticated management route can answer. */
 export const managementErrors = {

@@ -33,7 +33,10 @@ describe('OpenAPI document of the identity routes', () => {
     const { app } = await makeTestApp()
     const response = await app.handle(request('GET', '/swagger/json'))
     expect(response.status).toBe(200)
-    const document = (await response.json()) as { paths: Record<string, Record<string, Operation>> }
+    const document = (await response.json()) as {
+      paths: Record<string, Record<string, Operation>>
+      components: { schemas: Record<string, { examples?: unknown[]; properties?: object }> }
+    }
     for (const [method, path, secured, statuses, hasBody] of ROUTES) {
       const operation = document.paths[path]?.[method]
       expect({ route: `${method} ${path}`, found: Boolean(operation) }).toEqual({
@@ -53,7 +56,8 @@ describe('OpenAPI document of the identity routes', () => {
         expect(operation!.responses![String(status)]!.content?.['application/json']?.schema).toBeDefined()
       }
       if (hasBody) {
-        const schema = operation!.requestBody?.content?.['application/json']?.schema
+        const reference = operation!.requestBody?.content?.['application/json']?.schema as { $ref?: string }
+        const schema = document.components.schemas[reference.$ref!.split('/').pop()!]
         expect(schema?.properties).toBeDefined()
         expect(schema?.examples?.length).toBeGreaterThan(0)
       }

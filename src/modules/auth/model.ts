@@ -44,21 +44,27 @@ const ORGANIZATION_EXAMPLE = {
   created_at: '2026-01-01T09:30:00.000Z',
 }
 
-export const UserBody = t.Object({
-  id: t.String({ format: 'uuid' }),
-  email: t.String(),
-  role: RoleName,
-  organization_id: t.String({ format: 'uuid' }),
-  created_at: t.String({ format: 'date-time' }),
-})
+export const UserBody = t.Object(
+  {
+    id: t.String({ format: 'uuid' }),
+    email: t.String(),
+    role: RoleName,
+    organization_id: t.String({ format: 'uuid' }),
+    created_at: t.String({ format: 'date-time' }),
+  },
+  { title: 'User' },
+)
 
-export const OrganizationBody = t.Object({
-  id: t.String({ format: 'uuid' }),
-  name: t.String(),
-  plan: t.String({ description: 'free | pro | enterprise', examples: ['pro'] }),
-  features: t.Array(FeatureName, { description: 'features of the plan', examples: [['integrations']] }),
-  created_at: t.String({ format: 'date-time' }),
-})
+export const OrganizationBody = t.Object(
+  {
+    id: t.String({ format: 'uuid' }),
+    name: t.String(),
+    plan: t.String({ description: 'free | pro | enterprise', examples: ['pro'] }),
+    features: t.Array(FeatureName, { description: 'features of the plan', examples: [['integrations']] }),
+    created_at: t.String({ format: 'date-time' }),
+  },
+  { title: 'Organization' },
+)
 
 export const SignupRequest = t.Object(
   {
@@ -67,6 +73,7 @@ export const SignupRequest = t.Object(
     organization_name: t.String({ minLength: 1, maxLength: 200, examples: ['Acme Ltd'] }),
   },
   {
+    title: 'SignupRequest',
     additionalProperties: false,
     examples: [
       { email: 'ada@example.com', password: 'correct horse battery staple', organization_name: 'Acme Ltd' },
@@ -77,6 +84,7 @@ export const SignupRequest = t.Object(
 export const LoginRequest = t.Object(
   { email: Email, password: t.String({ minLength: 1, maxLength: PASSWORD_MAX_LENGTH }) },
   {
+    title: 'LoginRequest',
     additionalProperties: false,
     examples: [{ email: 'ada@example.com', password: 'correct horse battery staple' }],
   },
@@ -97,6 +105,7 @@ export const SessionResponse = t.Object(
     organization: OrganizationBody,
   },
   {
+    title: 'Session',
     examples: [
       {
         token: 'fl_sess_AbCdEfGhIjKlMnOpQrStUvWxYz012345Ab12Cd',
@@ -124,6 +133,7 @@ export const MeResponse = t.Object(
     }),
   },
   {
+    title: 'CurrentUser',
     examples: [
       {
         user: USER_EXAMPLE,

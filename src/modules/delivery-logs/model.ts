@@ -73,24 +73,30 @@ const entryFields = {
   }),
 }
 
-export const LogEntry = t.Object(entryFields)
+export const LogEntry = t.Object(entryFields, { title: 'DeliveryLogEntry' })
 export type LogEntry = typeof LogEntry.static
 
-export const LogEntryWithBody = t.Object({
-  ...entryFields,
-  body: t.Union([t.Null(), t.String(), t.Record(t.String(), t.Unknown()), t.Array(t.Unknown())], {
-    description:
-      'The request body: parsed JSON when it was complete valid JSON, else the stored text (cut at 8 KB); secrets masked',
-  }),
-})
+export const LogEntryWithBody = t.Object(
+  {
+    ...entryFields,
+    body: t.Union([t.Null(), t.String(), t.Record(t.String(), t.Unknown()), t.Array(t.Unknown())], {
+      description:
+        'The request body: parsed JSON when it was complete valid JSON, else the stored text (cut at 8 KB); secrets masked',
+    }),
+  },
+  { title: 'DeliveryLogEntryWithBody' },
+)
 export type LogEntryWithBody = typeof LogEntryWithBody.static
 
-export const LogPage = t.Object({
-  data: t.Array(LogEntry),
-  next_cursor: Nullable(
-    t.String({ description: 'Pass as `cursor` for the next (older) page; null at the end' }),
-  ),
-})
+export const LogPage = t.Object(
+  {
+    data: t.Array(LogEntry),
+    next_cursor: Nullable(
+      t.String({ description: 'Pass as `cursor` for the next (older) page; null at the end' }),
+    ),
+  },
+  { title: 'DeliveryLogPage' },
+)
 export type LogPage = typeof LogPage.static
 
 const outcomeCounts = {
@@ -104,70 +110,73 @@ const outcomeCounts = {
 export const HEALTH_STATUSES = ['healthy', 'degraded', 'failing', 'idle', 'disabled'] as const
 export type HealthStatus = (typeof HEALTH_STATUSES)[number]
 
-export const SourceHealth = t.Object({
-  source_id: t.String({ format: 'uuid' }),
-  window: t.Object(
-    { from: t.String({ format: 'date-time' }), to: t.String({ format: 'date-time' }) },
-    {
-      description:
-        'The current hour and the 23 before it: `from` is the start of the first hourly bucket, `to` is now',
-    },
-  ),
-  status: t.Union(
-    [
-      t.Literal('healthy'),
-      t.Literal('degraded'),
-      t.Literal('failing'),
-      t.Literal('idle'),
-      t.Literal('disabled'),
-    ],
-    { description: 'See the rules in the route description' },
-  ),
-  totals: t.Object(
-    { requests: JsonInteger(), ...outcomeCounts },
-    { description: 'Requests in the window by outcome' },
-  ),
-  rejections: t.Array(t.Object({ reason: t.String(), http_status: JsonInteger(), count: JsonInteger() }), {
-    description: 'Rejected requests by reason, most frequent first (429s appear as `rate_limited`)',
-  }),
-  success_rate: Nullable(
-    t.Number({
-      minimum: 0,
-      maximum: 1,
-      description: '(created + updated + spam) / requests over the window; null without requests',
+export const SourceHealth = t.Object(
+  {
+    source_id: t.String({ format: 'uuid' }),
+    window: t.Object(
+      { from: t.String({ format: 'date-time' }), to: t.String({ format: 'date-time' }) },
+      {
+        description:
+          'The current hour and the 23 before it: `from` is the start of the first hourly bucket, `to` is now',
+      },
+    ),
+    status: t.Union(
+      [
+        t.Literal('healthy'),
+        t.Literal('degraded'),
+        t.Literal('failing'),
+        t.Literal('idle'),
+        t.Literal('disabled'),
+      ],
+      { description: 'See the rules in the route description' },
+    ),
+    totals: t.Object(
+      { requests: JsonInteger(), ...outcomeCounts },
+      { description: 'Requests in the window by outcome' },
+    ),
+    rejections: t.Array(t.Object({ reason: t.String(), http_status: JsonInteger(), count: JsonInteger() }), {
+      description: 'Rejected requests by reason, most frequent first (429s appear as `rate_limited`)',
     }),
-  ),
-  last_request_at: Nullable(t.String({ format: 'date-time' })),
-  last_success_at: Nullable(t.String({ format: 'date-time' })),
-  last_failure: Nullable(
-    t.Object({
-      at: t.String({ format: 'date-time' }),
-      http_status: JsonInteger(),
-      reason: Nullable(t.String()),
+    success_rate: Nullable(
+      t.Number({
+        minimum: 0,
+        maximum: 1,
+        description: '(created + updated + spam) / requests over the window; null without requests',
+      }),
+    ),
+    last_request_at: Nullable(t.String({ format: 'date-time' })),
+    last_success_at: Nullable(t.String({ format: 'date-time' })),
+    last_failure: Nullable(
+      t.Object({
+        at: t.String({ format: 'date-time' }),
+        http_status: JsonInteger(),
+        reason: Nullable(t.String()),
+      }),
+    ),
+    latency_ms: t.Object(
+      {
+        p50: Nullable(t.Number()),
+        p95: Nullable(t.Number()),
+        samples: JsonInteger({ description: 'Requests measured (all but rate-limited ones)' }),
+      },
+      {
+        description:
+          'Server-side processing time, from a histogram with 8 buckets per doubling: a value is the upper bound of its bucket, at most 9% above the exact percentile',
+      },
+    ),
+    hourly: t.Array(
+      t.Object({
+        from: t.String({ format: 'date-time' }),
+        to: t.String({ format: 'date-time' }),
+        requests: JsonInteger(),
+        ...outcomeCounts,
+      }),
+      { description: '24 buckets, oldest first; the last one is the current (partial) hour' },
+    ),
+    recent_problems: t.Array(LogEntry, {
+      description: 'The 10 latest spam, error and rejected entries (any age within retention), newest first',
     }),
-  ),
-  latency_ms: t.Object(
-    {
-      p50: Nullable(t.Number()),
-      p95: Nullable(t.Number()),
-      samples: JsonInteger({ description: 'Requests measured (all but rate-limited ones)' }),
-    },
-    {
-      description:
-        'Server-side processing time, from a histogram with 8 buckets per doubling: a value is the upper bound of its bucket, at most 9% above the exact percentile',
-    },
-  ),
-  hourly: t.Array(
-    t.Object({
-      from: t.String({ format: 'date-time' }),
-      to: t.String({ format: 'date-time' }),
-      requests: JsonInteger(),
-      ...outcomeCounts,
-    }),
-    { description: '24 buckets, oldest first; the last one is the current (partial) hour' },
-  ),
-  recent_problems: t.Array(LogEntry, {
-    description: 'The 10 latest spam, error and rejected entries (any age within retention), newest first',
-  }),
-})
+  },
+  { title: 'SourceHealth' },
+)
 export type SourceHealth = typeof SourceHealth.static

@@ -21,6 +21,7 @@ export function leadsModule(ctx: AppContext) {
       query: LeadListQuery,
       response: { 200: LeadList, ...managementErrors },
       detail: {
+        operationId: 'listLeads',
         tags,
         summary: 'List leads',
         description:
@@ -32,6 +33,7 @@ export function leadsModule(ctx: AppContext) {
       params: LeadIdParams,
       response: { 200: Lead, ...managementErrors, 404: ErrorBody },
       detail: {
+        operationId: 'getLead',
         tags,
         summary: 'Get a lead',
         description: 'Needs `leads.read`. ' + accessNote,
@@ -47,6 +49,7 @@ export function leadsModule(ctx: AppContext) {
         transform: rejectUnknownFields(UpdateLeadBody),
         response: { 200: Lead, ...managementErrors, 404: ErrorBody, 409: ErrorBody },
         detail: {
+          operationId: 'updateLead',
           tags,
           summary: 'Edit a lead',
           description:
@@ -66,6 +69,7 @@ export function leadsModule(ctx: AppContext) {
         params: LeadIdParams,
         response: { 204: t.Void({ description: 'Deleted; no body' }), ...managementErrors, 404: ErrorBody },
         detail: {
+          operationId: 'deleteLead',
           tags,
           summary: 'Delete a lead',
           description:

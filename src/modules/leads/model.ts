@@ -46,13 +46,13 @@ export const Lead = t.Object(
     created_at: Timestamp,
     updated_at: Timestamp,
   },
-  { description: 'A stored lead', examples: [example] },
+  { title: 'Lead', description: 'A stored lead', examples: [example] },
 )
 export type Lead = typeof Lead.static
 
 export const LeadList = t.Object(
   { data: t.Array(Lead), next_cursor: NextCursor },
-  { description: 'A page of leads, newest first' },
+  { title: 'LeadPage', description: 'A page of leads, newest first' },
 )
 export type LeadList = typeof LeadList.static
 
@@ -105,6 +105,8 @@ export const UpdateLeadBody = t.Object(
     ),
   },
   {
+    additionalProperties: false,
+    title: 'UpdateLeadRequest',
     description:
       'Only the fields sent change. After the change the lead still needs a valid e-mail or phone. A field not listed here is a 400 `validation_failed` naming it.',
     examples: [{ status: 'qualified' }, { email: 'ada@example.org', phone_raw: '+44 20 7946 0000' }],

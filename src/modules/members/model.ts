@@ -18,12 +18,12 @@ export const Member = t.Object(
     created_at: t.String({ format: 'date-time' }),
     updated_at: t.String({ format: 'date-time' }),
   },
-  { examples: [MEMBER_EXAMPLE] },
+  { title: 'Member', examples: [MEMBER_EXAMPLE] },
 )
 
 export const MemberList = t.Object(
   { data: t.Array(Member), next_cursor: NextCursor },
-  { examples: [{ data: [MEMBER_EXAMPLE], next_cursor: null }] },
+  { title: 'MemberPage', examples: [{ data: [MEMBER_EXAMPLE], next_cursor: null }] },
 )
 
 export const MemberListQuery = t.Object(ListQueryFields)
@@ -31,6 +31,7 @@ export const MemberListQuery = t.Object(ListQueryFields)
 export const AddMemberRequest = t.Object(
   { email: Email, password: Password, role: RoleName },
   {
+    title: 'AddMemberRequest',
     additionalProperties: false,
     examples: [{ email: 'grace@example.com', password: 'a long initial password', role: 'member' }],
   },
@@ -38,7 +39,11 @@ export const AddMemberRequest = t.Object(
 
 export const ChangeRoleRequest = t.Object(
   { role: RoleName },
-  { additionalProperties: false, examples: [{ role: 'admin' }] },
+  {
+    title: 'ChangeRoleRequest',
+    additionalProperties: false,
+    examples: [{ role: 'admin' }],
+  },
 )
 
 export const MemberParams = t.Object({

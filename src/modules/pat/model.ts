@@ -29,7 +29,11 @@ export const CreatePatRequest = t.Object(
       }),
     ),
   },
-  { additionalProperties: false, examples: [{ name: 'CRM sync', scopes: ['leads.*'], expires_in_days: 90 }] },
+  {
+    title: 'CreatePersonalAccessTokenRequest',
+    additionalProperties: false,
+    examples: [{ name: 'CRM sync', scopes: ['leads.*'], expires_in_days: 90 }],
+  },
 )
 
 const Timestamps = {
@@ -51,6 +55,7 @@ export const CreatedPat = t.Object(
     ...Timestamps,
   },
   {
+    title: 'CreatedPersonalAccessToken',
     examples: [
       {
         token_id: '0198f3a2-9e0f-7a1b-8c2d-3e4f5a6b7c8d',
@@ -64,24 +69,28 @@ export const CreatedPat = t.Object(
   },
 )
 
-export const PatSummary = t.Object({
-  token_id: t.String({ format: 'uuid' }),
-  name: t.String(),
-  masked_token: t.String({
-    description: 'prefix and the first and last four characters: enough to recognise, never to use',
-    examples: ['fl_pat_AbCd…Cd12'],
-  }),
-  scopes: t.Array(t.String()),
-  status: t.Union([t.Literal('active'), t.Literal('expired')]),
-  ...Timestamps,
-  last_used_at: t.Union([t.String({ format: 'date-time' }), t.Null()], {
-    description: 'last authenticated request, to the minute; null: never used',
-  }),
-})
+export const PatSummary = t.Object(
+  {
+    token_id: t.String({ format: 'uuid' }),
+    name: t.String(),
+    masked_token: t.String({
+      description: 'prefix and the first and last four characters: enough to recognise, never to use',
+      examples: ['fl_pat_AbCd…Cd12'],
+    }),
+    scopes: t.Array(t.String()),
+    status: t.Union([t.Literal('active'), t.Literal('expired')]),
+    ...Timestamps,
+    last_used_at: t.Union([t.String({ format: 'date-time' }), t.Null()], {
+      description: 'last authenticated request, to the minute; null: never used',
+    }),
+  },
+  { title: 'PersonalAccessToken' },
+)
 
 export const PatList = t.Object(
   { data: t.Array(PatSummary), next_cursor: NextCursor },
   {
+    title: 'PersonalAccessTokenPage',
     examples: [
       {
         data: [

@@ -38,6 +38,7 @@ export function sourcesModule(ctx: AppContext) {
       query: SourceListQuery,
       response: { 200: SourceList, ...managementErrors },
       detail: {
+        operationId: 'listSources',
         tags,
         summary: 'List sources',
         description:
@@ -55,6 +56,7 @@ export function sourcesModule(ctx: AppContext) {
         transform: rejectUnknownFields(CreateSourceBody),
         response: { 201: SourceWithKey, ...managementErrors },
         detail: {
+          operationId: 'createSource',
           tags,
           summary: 'Create a source',
           description:
@@ -68,6 +70,7 @@ export function sourcesModule(ctx: AppContext) {
       params: SourceIdParams,
       response: { 200: SourceRecord, ...managementErrors, 404: ErrorBody },
       detail: {
+        operationId: 'getSource',
         tags,
         summary: 'Get a source',
         description: 'The source without its key. ' + endKeysNote,
@@ -83,6 +86,7 @@ export function sourcesModule(ctx: AppContext) {
         transform: rejectUnknownFields(UpdateSourceBody),
         response: { 200: SourceRecord, ...managementErrors, 404: ErrorBody },
         detail: {
+          operationId: 'updateSource',
           tags,
           summary: 'Update a source (rename, enable/disable, allow lists, mapping, country, spam filter)',
           description:
@@ -102,6 +106,7 @@ export function sourcesModule(ctx: AppContext) {
         params: SourceIdParams,
         response: { 204: t.Void({ description: 'Deleted; no body' }), ...managementErrors, 404: ErrorBody },
         detail: {
+          operationId: 'deleteSource',
           tags,
           summary: 'Delete a source',
           description:
@@ -121,6 +126,9 @@ export function sourcesModule(ctx: AppContext) {
         transform: rejectUnknownFields(RegenerateKeyBody),
         response: { 200: SourceWithKey, ...managementErrors, 404: ErrorBody },
         detail: {
+          operationId: 'regenerateSourceKey',
+          // The body may be left out (no grace period); Elysia marks every declared body required.
+          'x-optional-body': true,
           tags,
           summary: 'Regenerate the source key',
           description:

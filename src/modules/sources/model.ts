@@ -84,7 +84,11 @@ export const SourceRecord = t.Object(
     key_rotated_at: NullableTimestamp,
     last_request_at: NullableTimestamp,
   },
-  { description: 'A webhook source. The key itself is never returned here.', examples: [examples.source] },
+  {
+    title: 'Source',
+    description: 'A webhook source. The key itself is never returned here.',
+    examples: [examples.source],
+  },
 )
 export type SourceRecord = typeof SourceRecord.static
 
@@ -102,6 +106,7 @@ const KeyFields = {
 export const SourceWithKey = t.Object(
   { ...SourceRecord.properties, ...KeyFields },
   {
+    title: 'SourceWithKey',
     description: 'The source with its key and webhook URL: returned only at creation and regeneration',
     examples: [
       {
@@ -116,7 +121,7 @@ export type SourceWithKey = typeof SourceWithKey.static
 
 export const SourceList = t.Object(
   { data: t.Array(SourceRecord), next_cursor: NextCursor },
-  { description: 'A page of sources, newest first' },
+  { title: 'SourcePage', description: 'A page of sources, newest first' },
 )
 export type SourceList = typeof SourceList.static
 
@@ -141,6 +146,8 @@ export const CreateSourceBody = t.Object(
     spam_filter: t.Optional(t.Boolean({ default: true })),
   },
   {
+    additionalProperties: false,
+    title: 'CreateSourceRequest',
     description: 'A field not listed here is a 400 `validation_failed` naming it.',
     examples: [
       {
@@ -165,6 +172,8 @@ export const UpdateSourceBody = t.Object(
     spam_filter: t.Optional(t.Boolean()),
   },
   {
+    additionalProperties: false,
+    title: 'UpdateSourceRequest',
     description:
       'Only the fields sent change; lists and the mapping are replaced as a whole. A field not listed here is a 400 `validation_failed` naming it.',
     examples: [{ enabled: false }, { ip_allowlist: ['203.0.113.0/24'] }],
@@ -187,7 +196,7 @@ export const RegenerateKeyBody = t.Optional(
         }),
       ),
     },
-    { examples: [{}, { grace_seconds: 3600 }] },
+    { additionalProperties: false, examples: [{}, { grace_seconds: 3600 }] },
   ),
 )
 export type RegenerateKeyBody = typeof RegenerateKeyBody.static
