@@ -8,7 +8,10 @@ import { createMemoryLogger } from '../src/lib/logger'
  * and the client generator. Built on an in-memory PGlite and the in-process limiter: nothing is
  * queried, and the output does not depend on the machine's DATABASE_URL or REDIS_URL.
  */
-const config = loadConfig({ PUBLIC_BASE_URL: process.env.PUBLIC_BASE_URL ?? 'https://leads.example.com', LOG_LEVEL: 'silent' })
+const config = loadConfig({
+  PUBLIC_BASE_URL: process.env.PUBLIC_BASE_URL ?? 'https://leads.example.com',
+  LOG_LEVEL: 'silent',
+})
 const ctx = await createContext(config, { inMemoryDatabase: true, logger: createMemoryLogger('silent') })
 const response = await createApp(ctx).handle(new Request('http://localhost/swagger/json'))
 if (response.status !== 200) throw new Error(`GET /swagger/json answered ${response.status}`)

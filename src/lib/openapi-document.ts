@@ -82,6 +82,11 @@ export const RESPONSE_HEADERS = {
 
 type HeaderName = keyof typeof RESPONSE_HEADERS
 
+const INPUT_GUARD_REFUSALS = [
+  ['400', 'The input guard refused a parameter or the body (NUL or unpaired surrogate, JSON too deep)'],
+  ['413', 'The declared body is larger than the limit'],
+] as const
+
 export function finalizeDocument<T extends object>(generated: T, options: FinalizeOptions): T {
   const document = structuredClone(generated) as Json & {
     paths: Record<string, Record<string, Operation>>
@@ -122,6 +127,14 @@ function finalizeOperation(path: string, method: string, operation: Operation): 
   delete operation['x-responses']
   operation.responses ??= {}
   const responses = operation.responses
+  // The input guard runs before every route (src/plugins/input-guard.ts): a declared body over
+  // 1 MiB is 413, and a NUL or lone surrogate in a parameter or too deep a JSON body is 400.
+  for (const [status, description] of INPUT_GUARD_REFUSALS) {
+    responses[status] ??= {
+      description,
+      content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
+    }
+  }
   for (const [status, response] of Object.entries(responses)) {
     const addition = extra[status]
     if (addition) {
@@ -143,7 +156,12 @@ function finalizeOperation(path: string, method: string, operation: Operation): 
     response.headers = { ...headersFor(path, status), ...response.headers }
     const examples = errorExamples(status, operation.tags?.includes('Inbound') ? 'inbound' : 'management')
     const json = response.content?.['application/json']
-    const isErrorBody = json?.schema?.title === 'Error' || json?.schema?.title === 'RateLimitedError'
+    const schemaName =
+      json?.schema?.title ??
+      String(json?.schema?.$ref ?? '')
+        .split('/')
+        .pop()
+    const isErrorBody = schemaName === 'Error' || schemaName === 'RateLimitedError'
     if (examples && json && isErrorBody) json.examples = examples
   }
 }
