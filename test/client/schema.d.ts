@@ -758,7 +758,7 @@ export interface components {
              */
             name: string;
             /** @default true */
-            enabled: boolean;
+            enabled?: boolean;
             /**
              * @description IPv4/IPv6 addresses and CIDR ranges allowed to post (socket address, or X-Forwarded-For behind a trusted proxy). Empty: any address.
              * @example [
@@ -793,7 +793,7 @@ export interface components {
              */
             default_country?: string | null;
             /** @default true */
-            spam_filter: boolean;
+            spam_filter?: boolean;
         };
         /**
          * SourceWithKey
