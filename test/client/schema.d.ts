@@ -916,6 +916,20 @@ export interface components {
             spam_filter?: boolean;
         };
         /**
+         * RegenerateKeyRequest
+         * @example {}
+         * @example {
+         *       "grace_seconds": 3600
+         *     }
+         */
+        RegenerateKeyRequest: {
+            /**
+             * @description How long the old key keeps working (0: it stops at once). A later regeneration ends any earlier grace window.
+             * @default 0
+             */
+            grace_seconds?: number;
+        };
+        /**
          * SignupRequest
          * @example {
          *       "email": "ada@example.com",
@@ -2801,13 +2815,7 @@ export interface operations {
         };
         requestBody?: {
             content: {
-                "application/json": {
-                    /**
-                     * @description How long the old key keeps working (0: it stops at once). A later regeneration ends any earlier grace window.
-                     * @default 0
-                     */
-                    grace_seconds?: number;
-                };
+                "application/json": components["schemas"]["RegenerateKeyRequest"];
             };
         };
         responses: {

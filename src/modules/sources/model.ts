@@ -196,7 +196,7 @@ export const RegenerateKeyBody = t.Optional(
         }),
       ),
     },
-    { additionalProperties: false, examples: [{}, { grace_seconds: 3600 }] },
+    { title: 'RegenerateKeyRequest', additionalProperties: false, examples: [{}, { grace_seconds: 3600 }] },
   ),
 )
 export type RegenerateKeyBody = typeof RegenerateKeyBody.static
