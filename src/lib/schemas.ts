@@ -1,5 +1,6 @@
 import { type IntegerOptions, type SchemaOptions, type TSchema, Type } from '@sinclair/typebox'
 import { t } from 'elysia'
+import { ERROR_CODES, type ErrorCode } from './errors'
 
 /**
  * A whole number in a JSON body or response. Elysia's `t.Integer` also accepts a numeric string
@@ -29,7 +30,13 @@ export const ResourceId = (description: string) =>
  */
 export const ErrorBody = t.Object(
   {
-    error: t.String({ description: 'snake_case error code', examples: ['not_found'] }),
+    // Literals, not t.UnionEnum: that one publishes a `default`, meaningless for an error code.
+    error: t.Union(
+      (Object.keys(ERROR_CODES) as ErrorCode[]).map((code) => t.Literal(code)),
+      {
+        description: 'the error code: one of a closed set, each with one HTTP status (docs/api.md)',
+      },
+    ),
     message: t.String({ description: 'human-readable explanation' }),
     request_id: t.String({ description: 'the X-Request-Id of the request' }),
     details: t.Optional(

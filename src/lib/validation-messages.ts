@@ -28,6 +28,7 @@ type JsonSchema = {
 }
 
 const MAX_DETAILS = 20
+const TEXT_FORMS = new Set(['integer', 'numeric', 'boolean'])
 
 /**
  * The one place validation failures are worded for clients: each detail names the parameter or
@@ -59,17 +60,20 @@ export function describeSchema(schema: JsonSchema | undefined): string | undefin
   const allowed = allowedValues(schema)
   if (allowed) return `one of: ${allowed.join(', ')}`
   if (schema.anyOf) {
-    const nonNull = schema.anyOf.filter((member) => member.type !== 'null')
-    const nullable = nonNull.length < schema.anyOf.length
-    // Elysia's t.Integer / t.Numeric: [numeric string, number]; the number carries the range.
-    const numeric = nonNull.find((member) => member.type === 'integer' || member.type === 'number')
-    const isCoercion = nonNull.length === 2 && numeric && nonNull.some((member) => member.type === 'string')
-    const described = isCoercion
-      ? describeSchema({ ...schema, ...numeric, anyOf: undefined })
-      : nonNull
-          .map((member) => describeSchema(member))
-          .filter(Boolean)
-          .join(' or ')
+    const nullable = schema.anyOf.some((member) => member.type === 'null')
+    // Elysia's query coercions pair a value with its text form (`format: integer|numeric|boolean`):
+    // the text form is how it travels, not another accepted type.
+    const members = schema.anyOf.filter(
+      (member) =>
+        member.type !== 'null' && !(member.type === 'string' && TEXT_FORMS.has(member.format ?? '')),
+    )
+    const described =
+      members.length === 1
+        ? describeSchema({ ...schema, ...members[0], anyOf: undefined })
+        : members
+            .map((member) => describeSchema(member))
+            .filter(Boolean)
+            .join(' or ')
     if (!described) return undefined
     return nullable ? `${described} or null` : described
   }
