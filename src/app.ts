@@ -47,7 +47,7 @@ export function createApp(ctx: AppContext, options: { tracker?: BuiltTracker } =
     .use(errorsPlugin(ctx))
     .use(rateLimitPlugin(ctx, routes))
     .use(inputGuardPlugin(ctx))
-    .use(openapiPlugin())
+    .use(openapiPlugin(ctx.config))
     .use(healthModule(ctx))
     .use(inboundModule(ctx))
     .use(trackerModule(ctx, options.tracker))

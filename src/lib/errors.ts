@@ -1,18 +1,109 @@
 /**
+ * The closed set of error codes, each with its one HTTP status (unkey's `codeToStatus`), where it can
+ * be met and an example message. The errors plugin renders them; the OpenAPI document's per-status
+ * error examples come from this table too (src/lib/openapi-document.ts), so a code cannot be
+ * published under a status it is never sent with. `where`: `inbound` codes are only answered by the
+ * webhook URL, `management` codes only by the management API, `any` by both.
+ */
+export const ERROR_CODES = {
+  validation_failed: { status: 400, where: 'any', example: 'the request does not match the schema' },
+  invalid_body: { status: 400, where: 'any', example: 'the request body could not be parsed' },
+  invalid_json: { status: 400, where: 'inbound', example: 'the body is not valid JSON' },
+  invalid_content_type: {
+    status: 400,
+    where: 'inbound',
+    example: 'the body must be JSON sent with "Content-Type: application/json"',
+  },
+  unauthorized: { status: 401, where: 'management', example: 'authentication required' },
+  invalid_token: { status: 401, where: 'management', example: 'the token is not valid' },
+  invalid_credentials: {
+    status: 401,
+    where: 'management',
+    example: 'the e-mail address or the password is wrong',
+  },
+  signup_disabled: { status: 403, where: 'management', example: 'sign-up is disabled on this service' },
+  session_required: {
+    status: 403,
+    where: 'management',
+    example: 'this operation needs a session token, not a personal access token',
+  },
+  permission_denied: {
+    status: 403,
+    where: 'management',
+    example: 'the permission "settings.integrations" is required',
+  },
+  plan_feature_required: {
+    status: 403,
+    where: 'management',
+    example: 'the plan "free" does not include the feature "integrations"',
+  },
+  role_above_own: { status: 403, where: 'management', example: 'the role "owner" is above your own' },
+  ip_not_allowed: {
+    status: 403,
+    where: 'inbound',
+    example: "requests from 203.0.113.7 are not in this source's IP allow list",
+  },
+  domain_not_allowed: {
+    status: 403,
+    where: 'inbound',
+    example: "requests from evil.example are not in this source's domain allow list",
+  },
+  not_found: { status: 404, where: 'management', example: 'source not found' },
+  source_not_found: { status: 404, where: 'management', example: 'source not found' },
+  log_not_found: { status: 404, where: 'management', example: 'delivery-log entry not found' },
+  webhook_not_found: { status: 404, where: 'inbound', example: 'unknown webhook URL' },
+  email_taken: {
+    status: 409,
+    where: 'management',
+    example: 'a user with this e-mail address already exists',
+  },
+  duplicate_lead: {
+    status: 409,
+    where: 'management',
+    example: 'another lead of this organization already has this e-mail address',
+  },
+  last_owner: { status: 409, where: 'management', example: 'the organization must keep at least one owner' },
+  payload_too_large: { status: 413, where: 'any', example: 'the request body is larger than 102400 bytes' },
+  unknown_scope: { status: 422, where: 'management', example: 'unrecognised scope: leads.fly' },
+  rate_limited: {
+    status: 429,
+    where: 'any',
+    example: 'rate limit exceeded: at most 60 requests per minute; retry in 60 s',
+  },
+  internal_error: { status: 500, where: 'any', example: 'an unexpected error occurred' },
+  service_unavailable: {
+    status: 503,
+    where: 'any',
+    example: 'the service is temporarily unavailable, retry shortly',
+  },
+} as const satisfies Record<
+  string,
+  { status: number; where: 'inbound' | 'management' | 'any'; example: string }
+>
+
+export type ErrorCode = keyof typeof ERROR_CODES
+
+export function codeToStatus(code: ErrorCode): number {
+  return ERROR_CODES[code].status
+}
+
+/**
  * The one error hierarchy. Anything thrown as an AppError is rendered by the errors plugin as
- * `{ error, message, request_id, ...extra }` with its status; anything else is a 500 (or a 503 when
- * the database is unreachable) and is logged.
+ * `{ error, message, request_id, ...extra }` with the status of its code; anything else is a 500
+ * (or a 503 when the database is unreachable) and is logged.
  */
 export class AppError extends Error {
+  readonly status: number
+
   constructor(
-    readonly status: number,
-    readonly code: string,
+    readonly code: ErrorCode,
     message: string,
     readonly extra: Record<string, unknown> = {},
     readonly headers: Record<string, string> = {},
   ) {
     super(message)
     this.name = 'AppError'
+    this.status = codeToStatus(code)
   }
 }
 
@@ -21,14 +112,14 @@ export interface ValidationDetail {
   message: string
 }
 
+/** Refusals whose body or headers follow a rule of their own; every other one is `new AppError(code, …)`. */
 export const errors = {
   validation: (message: string, details: ValidationDetail[] = []) =>
-    new AppError(400, 'validation_failed', message, { details }),
+    new AppError('validation_failed', message, { details }),
   invalidBody: (message: string, details: ValidationDetail[] = []) =>
-    new AppError(400, 'invalid_body', message, { details }),
+    new AppError('invalid_body', message, { details }),
   unauthorized: (message: string, tokenWasSent: boolean) =>
     new AppError(
-      401,
       tokenWasSent ? 'invalid_token' : 'unauthorized',
       message,
       {},
@@ -36,19 +127,9 @@ export const errors = {
         'www-authenticate': tokenWasSent ? 'Bearer realm="api", error="invalid_token"' : 'Bearer realm="api"',
       },
     ),
-  forbidden: (code: string, message: string, extra: Record<string, unknown> = {}) =>
-    new AppError(403, code, message, extra),
-  notFound: (what = 'resource', code = 'not_found') => new AppError(404, code, `${what} not found`),
-  conflict: (code: string, message: string) => new AppError(409, code, message),
-  payloadTooLarge: (limitBytes: number) =>
-    new AppError(413, 'payload_too_large', `request body is larger than ${limitBytes} bytes`, {
-      limit_bytes: limitBytes,
-    }),
-  unsupportedMediaType: (message: string) => new AppError(415, 'unsupported_media_type', message),
-  unprocessable: (code: string, message: string, extra: Record<string, unknown> = {}) =>
-    new AppError(422, code, message, extra),
+  notFound: (what: string) => new AppError('not_found', `${what} not found`),
   serviceUnavailable: (message = 'the service is temporarily unavailable, retry shortly', retryAfter = 5) =>
-    new AppError(503, 'service_unavailable', message, {}, { 'retry-after': String(retryAfter) }),
+    new AppError('service_unavailable', message, {}, { 'retry-after': String(retryAfter) }),
 }
 
 const CONNECTION_ERROR_CODES = new Set([

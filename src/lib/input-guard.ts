@@ -27,7 +27,7 @@ export class PayloadTooLargeError extends AppError {
     limitBytes: number,
     readonly receivedBytes: number,
   ) {
-    super(413, 'payload_too_large', `the request body is larger than ${limitBytes} bytes`, {
+    super('payload_too_large', `the request body is larger than ${limitBytes} bytes`, {
       limit_bytes: limitBytes,
     })
   }

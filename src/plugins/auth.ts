@@ -1,6 +1,6 @@
 import { Elysia } from 'elysia'
 import type { AppContext } from '../context'
-import { errors } from '../lib/errors'
+import { AppError, errors } from '../lib/errors'
 import { perContext } from '../lib/memo'
 import type { Feature, Permission } from '../lib/permissions'
 import { CredentialResolver, INVALID_CREDENTIAL_MESSAGE } from '../modules/auth/credentials'
@@ -39,18 +39,18 @@ export const authPlugin = perContext((ctx: AppContext) => {
         const { principal } = authentication
         const rule = requirement === true ? {} : requirement
         if (rule.sessionOnly && principal.kind !== 'session') {
-          throw errors.forbidden(
+          throw new AppError(
             'session_required',
             'this operation needs a session token, not a personal access token',
           )
         }
         if (rule.permission && !principal.permissions.has(rule.permission)) {
-          throw errors.forbidden('permission_denied', `the permission "${rule.permission}" is required`, {
+          throw new AppError('permission_denied', `the permission "${rule.permission}" is required`, {
             required_permission: rule.permission,
           })
         }
         if (rule.feature && !principal.features.includes(rule.feature)) {
-          throw errors.forbidden(
+          throw new AppError(
             'plan_feature_required',
             `the plan "${principal.plan}" does not include the feature "${rule.feature}"`,
             { required_feature: rule.feature, plan: principal.plan },

@@ -1,11 +1,11 @@
 import { Elysia } from 'elysia'
 import type { AppContext } from '../context'
-import { AppError, describeDatabaseError, describeError, errors, type ValidationDetail } from '../lib/errors'
+import { AppError, describeDatabaseError, describeError, errors } from '../lib/errors'
+import { describeValidationIssues, type ValidationIssue } from '../lib/validation-messages'
 import { requestRegistry } from './request-context'
 
 interface ValidationLike {
-  all?: Array<{ path?: string; message?: string; summary?: string }>
-  message: string
+  all?: ValidationIssue[]
 }
 
 /**
@@ -23,7 +23,8 @@ export function errorsPlugin(ctx: AppContext) {
     // Elysia wraps whatever a parse hook throws in a ParseError: the input guard's refusals.
     else if (code === 'PARSE' && cause instanceof AppError) appError = cause
     else if (code === 'VALIDATION') {
-      const details = validationDetails(error as unknown as ValidationLike)
+      const issues = (error as unknown as ValidationLike).all
+      const details = describeValidationIssues(Array.isArray(issues) ? issues : [], request)
       appError = errors.validation('the request does not match the schema', details)
     } else if (isValidationMessageFailure(error)) {
       appError = errors.validation('the request does not match the schema')
@@ -37,7 +38,7 @@ export function errorsPlugin(ctx: AppContext) {
       appError = errors.serviceUnavailable()
     } else {
       ctx.logger.error('unhandled error', { request_id: meta.requestId, error: describeError(error) })
-      appError = new AppError(500, 'internal_error', 'an unexpected error occurred')
+      appError = new AppError('internal_error', 'an unexpected error occurred')
     }
     if (appError.status >= 500 && appError.status !== 503) {
       ctx.logger.error('server error', { request_id: meta.requestId, code: appError.code })
@@ -62,14 +63,6 @@ export function errorsPlugin(ctx: AppContext) {
       { status: appError.status, headers },
     )
   })
-}
-
-function validationDetails(error: ValidationLike): ValidationDetail[] {
-  const all = Array.isArray(error.all) ? error.all : []
-  return all.slice(0, 20).map((entry) => ({
-    path: entry.path || '/',
-    message: entry.summary ?? entry.message ?? 'invalid value',
-  }))
 }
 
 /**

@@ -100,7 +100,6 @@ export function rateLimitHeaders(result: RateLimitResult): Record<string, string
 export function rateLimitedError(result: RateLimitResult): AppError {
   const retryAfter = retryAfterSeconds(result.decisive)
   return new AppError(
-    429,
     'rate_limited',
     `rate limit exceeded: at most ${result.decisive.limit} requests per minute; retry in ${retryAfter} s`,
     { limit: result.decisive.limit, remaining: result.decisive.remaining, retry_after: retryAfter },

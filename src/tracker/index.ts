@@ -28,9 +28,21 @@ const TrackerHeaders = t.Object({
 })
 
 const SCRIPT_HEADERS = {
-  ETag: { schema: { type: 'string' }, description: 'validator for If-None-Match (`-gzip` for gzip)' },
-  'Cache-Control': { schema: { type: 'string', example: TRACKER_CACHE_CONTROL } },
-  'Access-Control-Allow-Origin': { schema: { type: 'string', example: '*' } },
+  ETag: {
+    required: true,
+    schema: { type: 'string' },
+    description: 'validator for If-None-Match (`-gzip` for gzip)',
+  },
+  'Cache-Control': {
+    required: true,
+    schema: { type: 'string', examples: [TRACKER_CACHE_CONTROL] },
+    description: 'cacheable by browsers and CDNs for an hour',
+  },
+  'Access-Control-Allow-Origin': {
+    required: true,
+    schema: { type: 'string', examples: ['*'] },
+    description: 'any website may load the script',
+  },
 }
 
 /**
@@ -53,6 +65,7 @@ export function trackerModule(ctx: AppContext, tracker?: BuiltTracker) {
         304: t.Void({ description: 'Not modified: the cached copy is current' }),
       },
       detail: {
+        operationId: 'getTrackerScript',
         tags: ['Tracker'],
         summary: 'The website tracking script',
         description: [
@@ -69,7 +82,8 @@ export function trackerModule(ctx: AppContext, tracker?: BuiltTracker) {
           '`data-debug` logs to the console. ETag / If-None-Match (304), `Cache-Control: public, max-age=3600`,',
           `CORS \`*\`, gzip when accepted; at most ${TRACKER_GZIP_BUDGET_BYTES} bytes gzipped.`,
         ].join(' '),
-        responses: {
+        // Elysia writes every string response as text/plain: the real media type and headers.
+        'x-responses': {
           200: {
             description: 'The script',
             headers: SCRIPT_HEADERS,

@@ -4,6 +4,8 @@ import { type AppContext, type ContextOverrides, createContext } from '../../src
 import { type DatabaseHandle, openDatabase } from '../../src/db/client'
 import { runMigrations } from '../../src/db/migrate'
 import { createMemoryLogger } from '../../src/lib/logger'
+import { MemoryRateLimiter } from '../../src/lib/rate-limit'
+import { contractOf } from './contract'
 import { createSignedInUser } from './factories'
 
 /**
@@ -38,10 +40,15 @@ export function testDatabase(): Promise<DatabaseHandle> {
 
 export interface TestAppOptions extends Omit<ContextOverrides, 'database'> {
   env?: Record<string, string>
+  /**
+   * Check every response against the OpenAPI document (test/helpers/contract.ts); on by default.
+   * Off only where a test provokes what no client can be promised (a failing database's 500).
+   */
+  contract?: boolean
 }
 
 export async function makeTestContext(options: TestAppOptions = {}): Promise<AppContext> {
-  const { env, ...overrides } = options
+  const { env, contract: _contract, ...overrides } = options
   const config = testConfig(env)
   const database = await testDatabase()
   return createContext(config, {
@@ -54,7 +61,24 @@ export async function makeTestContext(options: TestAppOptions = {}): Promise<App
 
 export async function makeTestApp(options: TestAppOptions = {}) {
   const ctx = await makeTestContext(options)
-  return { ctx, app: createApp(ctx) }
+  const app = createApp(ctx)
+  if (options.contract !== false) checkResponsesAgainstDocument(app)
+  return { ctx, app }
+}
+
+/** Wraps `app.handle` so each response is checked against the document before the test sees it. */
+function checkResponsesAgainstDocument(app: ReturnType<typeof createApp>): void {
+  const handle = app.handle.bind(app)
+  // Fetched from an app of its own, so the request counts against no test's rate-limit bucket.
+  const contract = contractOf(async () => {
+    const ctx = await makeTestContext({ limiter: new MemoryRateLimiter() })
+    return createApp(ctx).handle(new Request('http://localhost/swagger/json'))
+  })
+  app.handle = async (request: Request) => {
+    const response = await handle(request)
+    await (await contract).check(request, response.clone())
+    return response
+  }
 }
 
 export const usingRealServices = Boolean(process.env.DATABASE_URL)

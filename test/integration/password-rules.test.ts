@@ -25,7 +25,7 @@ const REFUSED: Array<[string, string, string | RegExp]> = [
   ['4 emoji (8 UTF-16 units)', emoji.repeat(4), 'at least 8'],
   ['7 emoji', emoji.repeat(7), 'at least 8'],
   // Under 8 UTF-16 units the schema refuses first, in its own words.
-  ['7 letters', 'tqbfjmp', /at least 8|greater or equal to 8/],
+  ['7 letters', 'tqbfjmp', /at least 8|from 8 to/],
   ['129 characters', 'k'.repeat(64) + 'Q'.repeat(65), 'at most 128'],
   ['common: password', 'password', 'common'],
   ['common: 12345678', '12345678', 'common'],

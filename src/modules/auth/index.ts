@@ -25,6 +25,7 @@ export function authModule(ctx: AppContext) {
         503: ErrorBody,
       },
       detail: {
+        operationId: 'signUp',
         tags: ['Auth'],
         summary: 'Sign up: a new organization, its owner and a session',
         description: [
@@ -50,6 +51,7 @@ export function authModule(ctx: AppContext) {
         503: ErrorBody,
       },
       detail: {
+        operationId: 'logIn',
         tags: ['Auth'],
         summary: 'Log in: a new session',
         description:
@@ -66,6 +68,7 @@ export function authModule(ctx: AppContext) {
         auth: true,
         response: { 204: t.Void(), 401: ErrorBody, 403: ErrorBody, 429: RateLimitedBody, 503: ErrorBody },
         detail: {
+          operationId: 'logOut',
           tags: ['Auth'],
           summary: 'Log out: end the presented session',
           description:
@@ -77,6 +80,7 @@ export function authModule(ctx: AppContext) {
       auth: true,
       response: { 200: MeResponse, 401: ErrorBody, 429: RateLimitedBody, 503: ErrorBody },
       detail: {
+        operationId: 'getCurrentUser',
         tags: ['Auth'],
         summary: 'The caller: user, organization (plan and features), effective permissions',
         description:

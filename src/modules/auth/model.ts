@@ -1,6 +1,7 @@
 import { t } from 'elysia'
 import { PASSWORD_MAX_CHARACTERS, PASSWORD_MIN_CHARACTERS } from '../../lib/passwords'
 import { FEATURES, PERMISSIONS, ROLES } from '../../lib/permissions'
+import { JsonInteger } from '../../lib/schemas'
 
 export { ErrorBody, RateLimitedBody } from '../../lib/schemas'
 
@@ -43,21 +44,27 @@ const ORGANIZATION_EXAMPLE = {
   created_at: '2026-01-01T09:30:00.000Z',
 }
 
-export const UserBody = t.Object({
-  id: t.String({ format: 'uuid' }),
-  email: t.String(),
-  role: RoleName,
-  organization_id: t.String({ format: 'uuid' }),
-  created_at: t.String({ format: 'date-time' }),
-})
+export const UserBody = t.Object(
+  {
+    id: t.String({ format: 'uuid' }),
+    email: t.String(),
+    role: RoleName,
+    organization_id: t.String({ format: 'uuid' }),
+    created_at: t.String({ format: 'date-time' }),
+  },
+  { title: 'User' },
+)
 
-export const OrganizationBody = t.Object({
-  id: t.String({ format: 'uuid' }),
-  name: t.String(),
-  plan: t.String({ description: 'free | pro | enterprise', examples: ['pro'] }),
-  features: t.Array(FeatureName, { description: 'features of the plan', examples: [['integrations']] }),
-  created_at: t.String({ format: 'date-time' }),
-})
+export const OrganizationBody = t.Object(
+  {
+    id: t.String({ format: 'uuid' }),
+    name: t.String(),
+    plan: t.String({ description: 'free | pro | enterprise', examples: ['pro'] }),
+    features: t.Array(FeatureName, { description: 'features of the plan', examples: [['integrations']] }),
+    created_at: t.String({ format: 'date-time' }),
+  },
+  { title: 'Organization' },
+)
 
 export const SignupRequest = t.Object(
   {
@@ -66,6 +73,7 @@ export const SignupRequest = t.Object(
     organization_name: t.String({ minLength: 1, maxLength: 200, examples: ['Acme Ltd'] }),
   },
   {
+    title: 'SignupRequest',
     additionalProperties: false,
     examples: [
       { email: 'ada@example.com', password: 'correct horse battery staple', organization_name: 'Acme Ltd' },
@@ -76,6 +84,7 @@ export const SignupRequest = t.Object(
 export const LoginRequest = t.Object(
   { email: Email, password: t.String({ minLength: 1, maxLength: PASSWORD_MAX_LENGTH }) },
   {
+    title: 'LoginRequest',
     additionalProperties: false,
     examples: [{ email: 'ada@example.com', password: 'correct horse battery staple' }],
   },
@@ -91,11 +100,12 @@ export const SessionResponse = t.Object(
       format: 'date-time',
       description: 'absolute end of the session (30 days); it also ends after 7 days without use',
     }),
-    idle_timeout_seconds: t.Integer({ description: 'the session ends after this long without use' }),
+    idle_timeout_seconds: JsonInteger({ description: 'the session ends after this long without use' }),
     user: UserBody,
     organization: OrganizationBody,
   },
   {
+    title: 'Session',
     examples: [
       {
         token: 'fl_sess_AbCdEfGhIjKlMnOpQrStUvWxYz012345Ab12Cd',
@@ -123,6 +133,7 @@ export const MeResponse = t.Object(
     }),
   },
   {
+    title: 'CurrentUser',
     examples: [
       {
         user: USER_EXAMPLE,

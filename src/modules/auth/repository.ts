@@ -2,7 +2,7 @@ import { and, eq } from 'drizzle-orm'
 import type { Database } from '../../db/client'
 import { organizations, sessions, users } from '../../db/schema'
 import { isUniqueViolation } from '../../db/unique-violation'
-import { errors } from '../../lib/errors'
+import { AppError } from '../../lib/errors'
 
 export type OrganizationRow = typeof organizations.$inferSelect
 export type UserRow = typeof users.$inferSelect
@@ -46,7 +46,7 @@ export async function insertUser(
     return row!
   } catch (error) {
     if (isUniqueViolation(error, 'users_email_unique')) {
-      throw errors.conflict('email_taken', 'a user with this e-mail address already exists')
+      throw new AppError('email_taken', 'a user with this e-mail address already exists')
     }
     throw error
   }

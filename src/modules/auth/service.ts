@@ -67,7 +67,6 @@ export function hashPassword(password: string): Promise<string> {
 /** One answer for an unknown e-mail and a wrong password: the API does not confirm accounts. */
 function invalidCredentials(): AppError {
   return new AppError(
-    401,
     'invalid_credentials',
     'the e-mail address or the password is wrong',
     {},
@@ -147,7 +146,7 @@ export class IdentityService {
 
   async signup(input: SignupInput) {
     if (!this.ctx.config.signupEnabled) {
-      throw errors.forbidden('signup_disabled', 'sign-up is disabled on this service; ask an administrator')
+      throw new AppError('signup_disabled', 'sign-up is disabled on this service; ask an administrator')
     }
     const { organization, user } = await this.createOrganizationWithOwner({
       organizationName: input.organization_name,
@@ -173,7 +172,7 @@ export class IdentityService {
 
   async logout(principal: Principal): Promise<void> {
     if (principal.kind !== 'session') {
-      throw errors.forbidden(
+      throw new AppError(
         'session_required',
         'log-out ends a session; revoke a PAT with DELETE /api/pat/{token_id}',
       )

@@ -30,6 +30,7 @@ export function deliveryLogsModule(ctx: AppContext) {
         query: LogsQuery,
         response: { 200: LogPage, ...errorResponses },
         detail: {
+          operationId: 'listDeliveryLogs',
           tags: ['Health & logs'],
           summary: 'Delivery logs of a source',
           description: [
@@ -52,6 +53,7 @@ export function deliveryLogsModule(ctx: AppContext) {
         params: LogParams,
         response: { 200: LogEntryWithBody, ...errorResponses },
         detail: {
+          operationId: 'getDeliveryLog',
           tags: ['Health & logs'],
           summary: 'One delivery-log entry, with its body',
           description: [
@@ -67,6 +69,7 @@ export function deliveryLogsModule(ctx: AppContext) {
       params: SourceParams,
       response: { 200: SourceHealth, ...errorResponses },
       detail: {
+        operationId: 'getSourceHealth',
         tags: ['Health & logs'],
         summary: '24-hour health of a source',
         description: [

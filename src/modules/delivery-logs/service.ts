@@ -117,7 +117,7 @@ export class DeliveryLogsService {
   /** 404 for an unknown source and for another organization's, with the same body. */
   private async source(organizationId: string, sourceId: string) {
     const source = await this.repository.findSource(sourceId, organizationId)
-    if (!source) throw new AppError(404, 'source_not_found', 'source not found')
+    if (!source) throw new AppError('source_not_found', 'source not found')
     return source
   }
 
@@ -140,7 +140,7 @@ export class DeliveryLogsService {
   async get(organizationId: string, sourceId: string, logId: string): Promise<LogEntryWithBody> {
     await this.source(organizationId, sourceId)
     const row = await this.repository.get(sourceId, logId)
-    if (!row) throw new AppError(404, 'log_not_found', 'delivery-log entry not found')
+    if (!row) throw new AppError('log_not_found', 'delivery-log entry not found')
     return { ...toEntry(row), body: presentBody(row.body, row.body_truncated) }
   }
 

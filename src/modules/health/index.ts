@@ -26,7 +26,13 @@ export function healthModule(ctx: AppContext) {
   return new Elysia({ name: 'health', detail: { tags: ['Operations'] } })
     .get('/healthz', () => ({ status: 'ok' as const }), {
       response: { 200: t.Object({ status: t.Literal('ok') }) },
-      detail: { summary: 'Liveness: the process is up', tags: ['Operations'] },
+      detail: {
+        operationId: 'checkLiveness',
+        summary: 'Liveness: the process is up',
+        description:
+          'Answers 200 while the process runs, whatever the database and Redis do. Not rate-limited and not logged.',
+        tags: ['Operations'],
+      },
     })
     .get(
       '/readyz',
@@ -58,8 +64,11 @@ export function healthModule(ctx: AppContext) {
       {
         response: { 200: Readiness, 503: Readiness },
         detail: {
+          operationId: 'checkReadiness',
           summary:
             'Readiness: database reachable (connections can be had) and not draining (Redis state reported, not fatal)',
+          description:
+            'For load balancers: 503 while draining after SIGTERM, or while no database connection can be had (held for 3 s after a request was refused for that reason). A Redis outage is reported (`rate_limiter.status: degraded`) but does not make the replica unready. Not rate-limited and not logged.',
           tags: ['Operations'],
         },
       },

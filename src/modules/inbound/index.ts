@@ -4,18 +4,13 @@ import { describeInbound } from './info'
 import {
   ApiKeyParams,
   ErrorBody,
+  INBOUND_OUTCOME_EXAMPLES,
   InboundInfo,
   InboundOutcomeBody,
   inboundRequestBody,
   RateLimitedBody,
 } from './model'
 import { inboundService } from './service'
-
-const RATE_LIMIT_HEADERS = {
-  'X-RateLimit-Limit': { schema: { type: 'integer' }, description: 'limit of the most constraining bucket' },
-  'X-RateLimit-Remaining': { schema: { type: 'integer' }, description: 'requests left in the window' },
-  'X-RateLimit-Reset': { schema: { type: 'integer' }, description: 'seconds until the window frees a slot' },
-}
 
 /**
  * The webhook URL. Authenticated only by the source key in the path (spec §5); answers browsers
@@ -42,6 +37,7 @@ export function inboundModule(ctx: AppContext) {
           503: ErrorBody,
         },
         detail: {
+          operationId: 'receiveLead',
           tags: ['Inbound'],
           summary: 'Receive a lead',
           description: [
@@ -55,9 +51,12 @@ export function inboundModule(ctx: AppContext) {
             'Duplicates: same normalised e-mail in the organization, else same E.164 phone → `updated`, same `lead_id`.',
           ].join(' '),
           requestBody: inboundRequestBody as never,
-          responses: {
-            200: { description: 'Outcome of the submission', headers: RATE_LIMIT_HEADERS },
-          } as never,
+          'x-responses': {
+            200: {
+              description: 'The outcome of the submission: every accepted request is a 200',
+              content: { 'application/json': { examples: INBOUND_OUTCOME_EXAMPLES } },
+            },
+          },
         },
       },
     )
@@ -72,6 +71,7 @@ export function inboundModule(ctx: AppContext) {
         params: ApiKeyParams,
         response: { 200: InboundInfo, 404: ErrorBody, 429: RateLimitedBody, 503: ErrorBody },
         detail: {
+          operationId: 'describeWebhook',
           tags: ['Inbound'],
           summary: 'Describe the expected body (creates nothing)',
           description:
@@ -92,6 +92,7 @@ export function inboundModule(ctx: AppContext) {
         params: ApiKeyParams,
         response: { 204: t.Void(), 403: ErrorBody, 404: ErrorBody, 429: RateLimitedBody },
         detail: {
+          operationId: 'preflightWebhook',
           tags: ['Inbound'],
           summary: 'CORS preflight',
           description:

@@ -133,7 +133,6 @@ export class InboundService {
     if (!jsonType) {
       await reject(
         new AppError(
-          400,
           'invalid_content_type',
           'the body must be JSON sent with "Content-Type: application/json"',
         ),
@@ -143,7 +142,7 @@ export class InboundService {
     if (depthError) await reject(depthError, withBody)
     if (parseError) {
       await reject(
-        new AppError(400, 'invalid_json', 'the body is not valid JSON', {
+        new AppError('invalid_json', 'the body is not valid JSON', {
           details: [{ path: '/', message: parseError.message }],
         }),
         withBody,
@@ -151,7 +150,7 @@ export class InboundService {
     }
     if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
       await reject(
-        new AppError(400, 'invalid_body', 'the body must be a JSON object', {
+        new AppError('invalid_body', 'the body must be a JSON object', {
           details: [
             {
               path: '/',
@@ -204,7 +203,7 @@ export class InboundService {
       // The source was deleted after this request found it: the key no longer names a webhook.
       if (error instanceof SourceGoneError) {
         sourceCache(this.ctx).evict(source.id)
-        throw new AppError(404, 'webhook_not_found', UNKNOWN_KEY_MESSAGE)
+        throw new AppError('webhook_not_found', UNKNOWN_KEY_MESSAGE)
       }
       throw error
     }
@@ -228,7 +227,7 @@ export class InboundService {
     if (source.domainAllowlist.length > 0 && (!host || !hostAllowed(host, source.domainAllowlist))) {
       delete call.headers['access-control-allow-origin']
       delete call.headers['access-control-expose-headers']
-      const refusal = errors.forbidden(
+      const refusal = new AppError(
         'domain_not_allowed',
         `requests from ${host ?? 'an unknown origin'} are not allowed`,
       )
@@ -281,7 +280,7 @@ export class InboundService {
         }),
       )
     }
-    throw new AppError(404, 'webhook_not_found', UNKNOWN_KEY_MESSAGE)
+    throw new AppError('webhook_not_found', UNKNOWN_KEY_MESSAGE)
   }
 }
 
@@ -355,15 +354,12 @@ export function hostAllowed(host: string, allowlist: readonly string[]): boolean
 
 export function allowListRefusal(source: CachedSource, clientIp: string, request: Request): AppError | null {
   if (source.ipRanges.length > 0 && !ipInRanges(clientIp, source.ipRanges)) {
-    return errors.forbidden(
-      'ip_not_allowed',
-      `requests from ${clientIp} are not in this source's IP allow list`,
-    )
+    return new AppError('ip_not_allowed', `requests from ${clientIp} are not in this source's IP allow list`)
   }
   if (source.domainAllowlist.length > 0) {
     const host = requestHost(request)
     if (!host || !hostAllowed(host, source.domainAllowlist)) {
-      return errors.forbidden(
+      return new AppError(
         'domain_not_allowed',
         host
           ? `requests from ${host} are not in this source's domain allow list`

@@ -8,7 +8,8 @@ import { leadsService } from './service'
 
 const tags = ['Leads']
 // Leads are not the integrations feature (DESIGN §10): every plan can read and edit its leads.
-const accessNote = 'A lead of another organization, or an id that is not a UUID, is a 404.'
+const accessNote =
+  'A lead of another organization is a 404; an id that is not a UUID is 400 `validation_failed` (docs/api.md).'
 
 /** Stored leads (`/api/v2`, a surface the spec does not list): the controller. */
 export function leadsModule(ctx: AppContext) {
@@ -20,6 +21,7 @@ export function leadsModule(ctx: AppContext) {
       query: LeadListQuery,
       response: { 200: LeadList, ...managementErrors },
       detail: {
+        operationId: 'listLeads',
         tags,
         summary: 'List leads',
         description:
@@ -31,6 +33,7 @@ export function leadsModule(ctx: AppContext) {
       params: LeadIdParams,
       response: { 200: Lead, ...managementErrors, 404: ErrorBody },
       detail: {
+        operationId: 'getLead',
         tags,
         summary: 'Get a lead',
         description: 'Needs `leads.read`. ' + accessNote,
@@ -46,6 +49,7 @@ export function leadsModule(ctx: AppContext) {
         transform: rejectUnknownFields(UpdateLeadBody),
         response: { 200: Lead, ...managementErrors, 404: ErrorBody, 409: ErrorBody },
         detail: {
+          operationId: 'updateLead',
           tags,
           summary: 'Edit a lead',
           description:
@@ -65,6 +69,7 @@ export function leadsModule(ctx: AppContext) {
         params: LeadIdParams,
         response: { 204: t.Void({ description: 'Deleted; no body' }), ...managementErrors, 404: ErrorBody },
         detail: {
+          operationId: 'deleteLead',
           tags,
           summary: 'Delete a lead',
           description:

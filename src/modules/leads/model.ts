@@ -1,6 +1,6 @@
 import { t } from 'elysia'
 import { CUSTOM_FIELDS_MAX_COUNT, LEAD_FIELDS } from '../../lib/contact'
-import { ListPage, ListQueryFields } from '../../lib/schemas'
+import { ListPage, ListQueryFields, ResourceId } from '../../lib/schemas'
 
 // The same bounds as the inbound path, so an edited lead could also have arrived by webhook.
 export { CUSTOM_FIELDS_MAX_COUNT }
@@ -45,11 +45,11 @@ export const Lead = t.Object(
     created_at: Timestamp,
     updated_at: Timestamp,
   },
-  { description: 'A stored lead', examples: [example] },
+  { title: 'Lead', description: 'A stored lead', examples: [example] },
 )
 export type Lead = typeof Lead.static
 
-export const LeadList = ListPage(Lead, { description: 'A page of leads, newest first' })
+export const LeadList = ListPage(Lead, { title: 'LeadPage', description: 'A page of leads, newest first' })
 export type LeadList = typeof LeadList.static
 
 export const LeadListQuery = t.Object({
@@ -75,11 +75,7 @@ export const LeadListQuery = t.Object({
 export type LeadListQuery = typeof LeadListQuery.static
 
 export const LeadIdParams = t.Object({
-  // Not `format: uuid`: an id that is not a UUID names no lead, so it is a 404 like any other.
-  id: t.String({
-    description: 'Lead id (the `lead_id` of the inbound response)',
-    examples: [example.lead_id],
-  }),
+  id: ResourceId('Lead id (the `lead_id` of the inbound response)'),
 })
 
 const editable = (maxLength: number, description: string) =>
@@ -105,6 +101,8 @@ export const UpdateLeadBody = t.Object(
     ),
   },
   {
+    additionalProperties: false,
+    title: 'UpdateLeadRequest',
     description:
       'Only the fields sent change. After the change the lead still needs a valid e-mail or phone. A field not listed here is a 400 `validation_failed` naming it.',
     examples: [{ status: 'qualified' }, { email: 'ada@example.org', phone_raw: '+44 20 7946 0000' }],

@@ -4,7 +4,7 @@ import { isUniqueViolation } from '../../db/unique-violation'
 // would stop matching (or wrongly match) the next webhook submission.
 import { CUSTOM_FIELD_NAME_PATTERN, normalizeEmail, normalizePhone } from '../../lib/contact'
 import { creationPosition, decodeCursor, pageOf } from '../../lib/cursor'
-import { errors, type ValidationDetail } from '../../lib/errors'
+import { AppError, errors, type ValidationDetail } from '../../lib/errors'
 import { isUuid } from '../../lib/ids'
 import { perContext } from '../../lib/memo'
 import { DEFAULT_PAGE_SIZE } from '../../lib/schemas'
@@ -126,7 +126,7 @@ export class LeadsService {
       row = await this.repository.update(organizationId, id, changes)
     } catch (error) {
       if (isUniqueViolation(error, EMAIL_UNIQUE_INDEX)) {
-        throw errors.conflict(
+        throw new AppError(
           'duplicate_lead',
           'another lead of this organization already has this e-mail address',
         )

@@ -27,6 +27,7 @@ export function membersModule(ctx: AppContext) {
       query: MemberListQuery,
       response: { 200: MemberList, ...managementErrors },
       detail: {
+        operationId: 'listMembers',
         tags: TAGS,
         summary: 'List the members of your organization',
         description: 'Newest first; cursor pagination with `limit` (default 50, max 200) and `cursor`.',
@@ -38,6 +39,7 @@ export function membersModule(ctx: AppContext) {
       transform: rejectUnknownFields(AddMemberRequest),
       response: { 201: Member, ...managementErrors, 409: ErrorBody },
       detail: {
+        operationId: 'addMember',
         tags: TAGS,
         summary: 'Add a member',
         description:
@@ -54,6 +56,7 @@ export function membersModule(ctx: AppContext) {
         transform: rejectUnknownFields(ChangeRoleRequest),
         response: { 200: Member, ...managementErrors, 404: ErrorBody, 409: ErrorBody },
         detail: {
+          operationId: 'changeMemberRole',
           tags: TAGS,
           summary: 'Change the role of a member',
           description:
@@ -72,6 +75,7 @@ export function membersModule(ctx: AppContext) {
         params: MemberParams,
         response: { 204: t.Void(), ...managementErrors, 404: ErrorBody, 409: ErrorBody },
         detail: {
+          operationId: 'removeMember',
           tags: TAGS,
           summary: 'Remove a member',
           description:

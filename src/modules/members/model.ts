@@ -1,5 +1,5 @@
 import { t } from 'elysia'
-import { ListPage, ListQueryFields } from '../../lib/schemas'
+import { ListPage, ListQueryFields, ResourceId } from '../../lib/schemas'
 import { Email, Password, RoleName } from '../auth/model'
 
 const MEMBER_EXAMPLE = {
@@ -18,16 +18,20 @@ export const Member = t.Object(
     created_at: t.String({ format: 'date-time' }),
     updated_at: t.String({ format: 'date-time' }),
   },
-  { examples: [MEMBER_EXAMPLE] },
+  { title: 'Member', examples: [MEMBER_EXAMPLE] },
 )
 
-export const MemberList = ListPage(Member, { examples: [{ data: [MEMBER_EXAMPLE], next_cursor: null }] })
+export const MemberList = ListPage(Member, {
+  title: 'MemberPage',
+  examples: [{ data: [MEMBER_EXAMPLE], next_cursor: null }],
+})
 
 export const MemberListQuery = t.Object(ListQueryFields)
 
 export const AddMemberRequest = t.Object(
   { email: Email, password: Password, role: RoleName },
   {
+    title: 'AddMemberRequest',
     additionalProperties: false,
     examples: [{ email: 'grace@example.com', password: 'a long initial password', role: 'member' }],
   },
@@ -35,11 +39,15 @@ export const AddMemberRequest = t.Object(
 
 export const ChangeRoleRequest = t.Object(
   { role: RoleName },
-  { additionalProperties: false, examples: [{ role: 'admin' }] },
+  {
+    title: 'ChangeRoleRequest',
+    additionalProperties: false,
+    examples: [{ role: 'admin' }],
+  },
 )
 
 export const MemberParams = t.Object({
-  user_id: t.String({ format: 'uuid', description: 'the member’s `user_id`' }),
+  user_id: ResourceId('the member’s `user_id`'),
 })
 
 export type MemberView = typeof Member.static

@@ -1,6 +1,6 @@
 import type { AppContext } from '../../context'
 import { creationPosition, decodeCursor, pageOf } from '../../lib/cursor'
-import { errors } from '../../lib/errors'
+import { AppError, errors } from '../../lib/errors'
 import { perContext } from '../../lib/memo'
 import { effectivePermissions, isRole, PERMISSIONS, ROLE_RANK, type Role } from '../../lib/permissions'
 import { DEFAULT_PAGE_SIZE } from '../../lib/schemas'
@@ -25,7 +25,7 @@ function rankOf(role: string): number {
 }
 
 function roleAboveOwn(message: string, extra: Record<string, unknown> = {}) {
-  return errors.forbidden('role_above_own', message, extra)
+  return new AppError('role_above_own', message, extra)
 }
 
 /**
@@ -112,7 +112,7 @@ export class MembersService {
 
   private async assertAnotherOwner(tx: Parameters<typeof countOwners>[0], organizationId: string) {
     if ((await countOwners(tx, organizationId)) <= 1) {
-      throw errors.conflict(
+      throw new AppError(
         'last_owner',
         'the organization must keep at least one owner; make someone else owner first',
       )

@@ -20,6 +20,7 @@ export function patModule(ctx: AppContext) {
       transform: rejectUnknownFields(CreatePatRequest),
       response: { 201: CreatedPat, ...managementErrors, 422: ErrorBody },
       detail: {
+        operationId: 'createPersonalAccessToken',
         tags: ['Personal access tokens'],
         summary: 'Create a personal access token (the value is shown once)',
         description: [
@@ -37,6 +38,7 @@ export function patModule(ctx: AppContext) {
       query: PatListQuery,
       response: { 200: PatList, ...managementErrors },
       detail: {
+        operationId: 'listPersonalAccessTokens',
         tags: ['Personal access tokens'],
         summary: 'List your personal access tokens (masked)',
         description:
@@ -54,6 +56,7 @@ export function patModule(ctx: AppContext) {
         params: PatParams,
         response: { 204: t.Void(), ...managementErrors, 404: ErrorBody },
         detail: {
+          operationId: 'revokePersonalAccessToken',
           tags: ['Personal access tokens'],
           summary: 'Revoke a personal access token',
           description:

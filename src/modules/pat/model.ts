@@ -1,6 +1,6 @@
 import { t } from 'elysia'
 import { SCOPES } from '../../lib/permissions'
-import { ListPage, ListQueryFields } from '../../lib/schemas'
+import { JsonInteger, ListPage, ListQueryFields, ResourceId } from '../../lib/schemas'
 
 export const PAT_NAME_MAX_LENGTH = 100
 export const PAT_MAX_SCOPES = 20
@@ -23,13 +23,17 @@ export const CreatePatRequest = t.Object(
     }),
     scopes: t.Optional(ScopeList),
     expires_in_days: t.Optional(
-      t.Union([t.Integer({ minimum: 1, maximum: PAT_MAX_LIFETIME_DAYS }), t.Null()], {
+      t.Union([JsonInteger({ minimum: 1, maximum: PAT_MAX_LIFETIME_DAYS }), t.Null()], {
         description: `1 to ${PAT_MAX_LIFETIME_DAYS}; absent or null: the token never expires`,
         examples: [90],
       }),
     ),
   },
-  { additionalProperties: false, examples: [{ name: 'CRM sync', scopes: ['leads.*'], expires_in_days: 90 }] },
+  {
+    title: 'CreatePersonalAccessTokenRequest',
+    additionalProperties: false,
+    examples: [{ name: 'CRM sync', scopes: ['leads.*'], expires_in_days: 90 }],
+  },
 )
 
 const Timestamps = {
@@ -51,6 +55,7 @@ export const CreatedPat = t.Object(
     ...Timestamps,
   },
   {
+    title: 'CreatedPersonalAccessToken',
     examples: [
       {
         token_id: '0198f3a2-9e0f-7a1b-8c2d-3e4f5a6b7c8d',
@@ -64,22 +69,26 @@ export const CreatedPat = t.Object(
   },
 )
 
-export const PatSummary = t.Object({
-  token_id: t.String({ format: 'uuid' }),
-  name: t.String(),
-  masked_token: t.String({
-    description: 'prefix and the first and last four characters: enough to recognise, never to use',
-    examples: ['fl_pat_AbCd…Cd12'],
-  }),
-  scopes: t.Array(t.String()),
-  status: t.Union([t.Literal('active'), t.Literal('expired')]),
-  ...Timestamps,
-  last_used_at: t.Union([t.String({ format: 'date-time' }), t.Null()], {
-    description: 'last authenticated request, to the minute; null: never used',
-  }),
-})
+export const PatSummary = t.Object(
+  {
+    token_id: t.String({ format: 'uuid' }),
+    name: t.String(),
+    masked_token: t.String({
+      description: 'prefix and the first and last four characters: enough to recognise, never to use',
+      examples: ['fl_pat_AbCd…Cd12'],
+    }),
+    scopes: t.Array(t.String()),
+    status: t.Union([t.Literal('active'), t.Literal('expired')]),
+    ...Timestamps,
+    last_used_at: t.Union([t.String({ format: 'date-time' }), t.Null()], {
+      description: 'last authenticated request, to the minute; null: never used',
+    }),
+  },
+  { title: 'PersonalAccessToken' },
+)
 
 export const PatList = ListPage(PatSummary, {
+  title: 'PersonalAccessTokenPage',
   examples: [
     {
       data: [
@@ -102,7 +111,7 @@ export const PatList = ListPage(PatSummary, {
 export const PatListQuery = t.Object(ListQueryFields)
 
 export const PatParams = t.Object({
-  token_id: t.String({ format: 'uuid', description: 'the `token_id` from creation or the listing' }),
+  token_id: ResourceId('the `token_id` from creation or the listing'),
 })
 
 export type CreatePatInput = typeof CreatePatRequest.static

@@ -1,6 +1,6 @@
 import type { AppContext } from '../../context'
 import { creationPosition, decodeCursor, pageOf } from '../../lib/cursor'
-import { errors } from '../../lib/errors'
+import { AppError, errors } from '../../lib/errors'
 import { newId } from '../../lib/ids'
 import { perContext } from '../../lib/memo'
 import { requireName } from '../../lib/names'
@@ -24,7 +24,7 @@ export class PatService {
     const scopes = [...new Set(input.scopes ?? [])]
     const unknown = scopes.filter((scope) => !isScope(scope))
     if (unknown.length > 0) {
-      throw errors.unprocessable(
+      throw new AppError(
         'unknown_scope',
         `unrecognised scope${unknown.length > 1 ? 's' : ''}: ${unknown.join(', ')}`,
         { unknown_scopes: unknown, allowed_scopes: [...SCOPES] },
@@ -94,7 +94,7 @@ export class PatService {
  */
 function assertMayManageTokens(principal: Principal): void {
   if (principal.kind === 'session' || principal.permissions.has('settings.integrations')) return
-  throw errors.forbidden('permission_denied', 'the permission "settings.integrations" is required', {
+  throw new AppError('permission_denied', 'the permission "settings.integrations" is required', {
     required_permission: 'settings.integrations',
   })
 }

@@ -22,11 +22,11 @@ const auth = { permission: 'settings.integrations', feature: 'integrations' } as
 // so a plan gate here would leave a leaked key alive (docs/security.md).
 const endKeys = { permission: 'settings.integrations' } as const
 const endKeysNote =
-  'Needs the permission `settings.integrations`, on every plan (a key must stay revocable after a downgrade). A source of another organization, or an id that is not a UUID, is a 404.'
+  'Needs the permission `settings.integrations`, on every plan (a key must stay revocable after a downgrade). A source of another organization is a 404; an id that is not a UUID is 400 `validation_failed` (docs/api.md).'
 
 const tags = ['Sources']
 const accessNote =
-  'Needs the permission `settings.integrations` and a plan with the `integrations` feature. A source of another organization, or an id that is not a UUID, is a 404.'
+  'Needs the permission `settings.integrations` and a plan with the `integrations` feature. A source of another organization is a 404; an id that is not a UUID is 400 `validation_failed` (docs/api.md).'
 
 /** Webhook sources: the controller. Every change is announced so all replicas see it within 1 s. */
 export function sourcesModule(ctx: AppContext) {
@@ -38,6 +38,7 @@ export function sourcesModule(ctx: AppContext) {
       query: SourceListQuery,
       response: { 200: SourceList, ...managementErrors },
       detail: {
+        operationId: 'listSources',
         tags,
         summary: 'List sources',
         description:
@@ -55,6 +56,7 @@ export function sourcesModule(ctx: AppContext) {
         transform: rejectUnknownFields(CreateSourceBody),
         response: { 201: SourceWithKey, ...managementErrors },
         detail: {
+          operationId: 'createSource',
           tags,
           summary: 'Create a source',
           description:
@@ -68,6 +70,7 @@ export function sourcesModule(ctx: AppContext) {
       params: SourceIdParams,
       response: { 200: SourceRecord, ...managementErrors, 404: ErrorBody },
       detail: {
+        operationId: 'getSource',
         tags,
         summary: 'Get a source',
         description: 'The source without its key. ' + endKeysNote,
@@ -83,6 +86,7 @@ export function sourcesModule(ctx: AppContext) {
         transform: rejectUnknownFields(UpdateSourceBody),
         response: { 200: SourceRecord, ...managementErrors, 404: ErrorBody },
         detail: {
+          operationId: 'updateSource',
           tags,
           summary: 'Update a source (rename, enable/disable, allow lists, mapping, country, spam filter)',
           description:
@@ -102,6 +106,7 @@ export function sourcesModule(ctx: AppContext) {
         params: SourceIdParams,
         response: { 204: t.Void({ description: 'Deleted; no body' }), ...managementErrors, 404: ErrorBody },
         detail: {
+          operationId: 'deleteSource',
           tags,
           summary: 'Delete a source',
           description:
@@ -121,6 +126,9 @@ export function sourcesModule(ctx: AppContext) {
         transform: rejectUnknownFields(RegenerateKeyBody),
         response: { 200: SourceWithKey, ...managementErrors, 404: ErrorBody },
         detail: {
+          operationId: 'regenerateSourceKey',
+          // The body may be left out (no grace period); Elysia marks every declared body required.
+          'x-optional-body': true,
           tags,
           summary: 'Regenerate the source key',
           description:

@@ -1,5 +1,5 @@
 import { t } from 'elysia'
-import { ListPage, ListQueryFields } from '../../lib/schemas'
+import { JsonInteger, ListPage, ListQueryFields, ResourceId } from '../../lib/schemas'
 
 export const ALLOWLIST_MAX_ENTRIES = 100
 export const FIELD_MAPPING_MAX_ENTRIES = 50
@@ -81,7 +81,11 @@ export const SourceRecord = t.Object(
     key_rotated_at: NullableTimestamp,
     last_request_at: NullableTimestamp,
   },
-  { description: 'A webhook source. The key itself is never returned here.', examples: [examples.source] },
+  {
+    title: 'Source',
+    description: 'A webhook source. The key itself is never returned here.',
+    examples: [examples.source],
+  },
 )
 export type SourceRecord = typeof SourceRecord.static
 
@@ -99,6 +103,7 @@ const KeyFields = {
 export const SourceWithKey = t.Object(
   { ...SourceRecord.properties, ...KeyFields },
   {
+    title: 'SourceWithKey',
     description: 'The source with its key and webhook URL: returned only at creation and regeneration',
     examples: [
       {
@@ -111,7 +116,10 @@ export const SourceWithKey = t.Object(
 )
 export type SourceWithKey = typeof SourceWithKey.static
 
-export const SourceList = ListPage(SourceRecord, { description: 'A page of sources, newest first' })
+export const SourceList = ListPage(SourceRecord, {
+  title: 'SourcePage',
+  description: 'A page of sources, newest first',
+})
 export type SourceList = typeof SourceList.static
 
 export const SourceListQuery = t.Object({
@@ -121,8 +129,7 @@ export const SourceListQuery = t.Object({
 export type SourceListQuery = typeof SourceListQuery.static
 
 export const SourceIdParams = t.Object({
-  // Not `format: uuid`: an id that is not a UUID names no source, so it is a 404 like any other.
-  id: t.String({ description: 'Source id (UUID)', examples: [examples.source.id] }),
+  id: ResourceId('Source id'),
 })
 
 export const CreateSourceBody = t.Object(
@@ -136,6 +143,8 @@ export const CreateSourceBody = t.Object(
     spam_filter: t.Optional(t.Boolean({ default: true })),
   },
   {
+    additionalProperties: false,
+    title: 'CreateSourceRequest',
     description: 'A field not listed here is a 400 `validation_failed` naming it.',
     examples: [
       {
@@ -160,6 +169,8 @@ export const UpdateSourceBody = t.Object(
     spam_filter: t.Optional(t.Boolean()),
   },
   {
+    additionalProperties: false,
+    title: 'UpdateSourceRequest',
     description:
       'Only the fields sent change; lists and the mapping are replaced as a whole. A field not listed here is a 400 `validation_failed` naming it.',
     examples: [{ enabled: false }, { ip_allowlist: ['203.0.113.0/24'] }],
@@ -173,7 +184,7 @@ export const RegenerateKeyBody = t.Optional(
   t.Object(
     {
       grace_seconds: t.Optional(
-        t.Integer({
+        JsonInteger({
           minimum: 0,
           maximum: GRACE_SECONDS_MAX,
           default: 0,
@@ -182,7 +193,7 @@ export const RegenerateKeyBody = t.Optional(
         }),
       ),
     },
-    { examples: [{}, { grace_seconds: 3600 }] },
+    { title: 'RegenerateKeyRequest', additionalProperties: false, examples: [{}, { grace_seconds: 3600 }] },
   ),
 )
 export type RegenerateKeyBody = typeof RegenerateKeyBody.static
