@@ -566,10 +566,13 @@ export interface components {
             /** @description How many requests this entry stands for: identical rejections (429 floods) are written once per second with their count */
             repeat_count: number;
         };
-        /** DeliveryLogPage */
+        /**
+         * DeliveryLogPage
+         * @description A page of delivery-log entries, newest first
+         */
         DeliveryLogPage: {
             data: components["schemas"]["DeliveryLogEntry"][];
-            /** @description Pass as `cursor` for the next (older) page; null at the end */
+            /** @description pass as `?cursor=` for the next page; null on the last page */
             next_cursor: string | null;
         };
         /** DeliveryLogEntryWithBody */
@@ -1869,7 +1872,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Response for status 200 */
+            /** @description A page of delivery-log entries, newest first */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
