@@ -2,6 +2,7 @@ import { Elysia } from 'elysia'
 import type { AppContext } from './context'
 import { canonicalRequest } from './lib/http'
 import { authModule } from './modules/auth'
+import { dashboardModule } from './modules/dashboard'
 import { deliveryLogsModule } from './modules/delivery-logs'
 import { healthModule } from './modules/health'
 import { inboundModule } from './modules/inbound'
@@ -57,6 +58,7 @@ export function createApp(ctx: AppContext, options: { tracker?: BuiltTracker } =
     .use(leadsModule(ctx))
     .use(patModule(ctx))
     .use(membersModule(ctx))
+    .use(dashboardModule(ctx))
   routes.load(app.routes)
   return app
 }

@@ -15,6 +15,8 @@ import {
 import { leadsService } from './service'
 
 const tags = ['Leads']
+/** The requirements of the leads routes, for the dashboard's pages. */
+export const LEAD_ACCESS = { read: { permission: 'leads.read' } } as const
 // Leads are not the integrations feature (DESIGN §10): every plan can read and edit its leads.
 const accessNote = 'A lead of another organization, or an id that is not a UUID, is a 404.'
 
@@ -30,7 +32,7 @@ export function leadsModule(ctx: AppContext) {
   return new Elysia({ name: 'leads', prefix: '/api/v2/leads' })
     .use(authPlugin(ctx))
     .get('', ({ principal, query }) => service.list(principal.organizationId, query), {
-      auth: { permission: 'leads.read' },
+      auth: LEAD_ACCESS.read,
       query: LeadListQuery,
       response: { 200: LeadList, ...managementErrors },
       detail: {
@@ -52,7 +54,7 @@ export function leadsModule(ctx: AppContext) {
           },
         }),
       {
-        auth: { permission: 'leads.read' },
+        auth: LEAD_ACCESS.read,
         query: LeadExportQuery,
         response: {
           // @elysiajs/openapi 1.4 files every string response under text/plain whatever the
@@ -79,7 +81,7 @@ export function leadsModule(ctx: AppContext) {
       },
     )
     .get('/:id', ({ principal, params }) => service.get(principal.organizationId, params.id), {
-      auth: { permission: 'leads.read' },
+      auth: LEAD_ACCESS.read,
       params: LeadIdParams,
       response: { 200: Lead, ...managementErrors, 404: ErrorBody },
       detail: {
