@@ -20,7 +20,7 @@ if (!existsSync(CHROMIUM)) {
 export const TIMEOUT_MS = 30_000
 // Opening and migrating the embedded database plus launching Chromium can be slow on a busy CI box.
 export const SETUP_TIMEOUT_MS = 120_000
-const CHROMIUM_ARGS = [
+export const CHROMIUM_ARGS = [
   '--headless',
   '--no-sandbox',
   '--disable-gpu',
