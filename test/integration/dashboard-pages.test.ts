@@ -7,7 +7,7 @@ import type { Principal } from '../../src/modules/auth/credentials'
 import { PAGE_ACCESS } from '../../src/modules/dashboard/access'
 import { allows, credentialResolver } from '../../src/plugins/auth'
 import { csvRecords } from '../helpers/csv'
-import { DashboardClient, SITE } from '../helpers/dashboard'
+import { DashboardClient } from '../helpers/dashboard'
 import { sendMix } from '../helpers/delivery-traffic'
 import {
   createLead,
