@@ -27,6 +27,7 @@ import {
   SignInQuery,
   SignUpForm,
   SourceForm,
+  SourcesPageQuery,
   TokenParams,
 } from './model'
 import { dashboardService } from './service'
@@ -260,7 +261,7 @@ export function dashboardModule(ctx: AppContext) {
             mayCreate: allows(session.principal, PAGE_ACCESS.createSource),
           })
         }),
-      { page: PAGE_ACCESS.sources, query: LogsPageQuery, response: pageResponses, detail: hidden },
+      { page: PAGE_ACCESS.sources, query: SourcesPageQuery, response: pageResponses, detail: hidden },
     )
     .post(
       '/sources',

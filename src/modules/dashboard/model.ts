@@ -63,6 +63,8 @@ export const RegenerateForm = t.Object({
   grace_seconds: t.Optional(t.String({ pattern: '^\\d{1,5}$' })),
 })
 
+export const SourcesPageQuery = t.Object({ cursor: t.Optional(Text(200)) })
+
 export const LogsPageQuery = t.Object({
   outcome: t.Optional(Text(20)),
   status: t.Optional(Text(3)),

@@ -4,7 +4,7 @@ import type { AppContext } from '../../context'
 import { errors } from '../../lib/errors'
 import { perContext } from '../../lib/memo'
 import { allows } from '../../plugins/auth'
-import { type Principal, SESSION_IDLE_MS } from '../auth/credentials'
+import type { Principal } from '../auth/credentials'
 import { identityService } from '../auth/service'
 import { LogsQuery, type SourceHealth } from '../delivery-logs/model'
 import { deliveryLogsService } from '../delivery-logs/service'
@@ -88,10 +88,6 @@ export class DashboardService {
 
   signOut(principal: Principal) {
     return identityService(this.ctx).logout(principal)
-  }
-
-  get sessionIdleSeconds() {
-    return SESSION_IDLE_MS / 1000
   }
 
   async sources(principal: Principal, cursor: string | undefined) {

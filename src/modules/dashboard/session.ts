@@ -1,10 +1,9 @@
-import { createHmac, timingSafeEqual } from 'node:crypto'
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto'
 import { Elysia } from 'elysia'
 import type { AppContext } from '../../context'
 import { AppError } from '../../lib/errors'
 import { cookieValue } from '../../lib/http'
 import { perContext } from '../../lib/memo'
-import { generateSecret } from '../../lib/secrets'
 import { type AuthRequirement, authorize, credentialResolver } from '../../plugins/auth'
 import { type Principal, SESSION_ABSOLUTE_MS, SESSION_COOKIE } from '../auth/credentials'
 import { renderErrorPage } from './views/layout'
@@ -29,10 +28,6 @@ export const SIGN_IN_PATH = '/app/sign-in'
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS'])
 
-export interface DashboardCookies {
-  secure: boolean
-}
-
 function cookieAttributes(config: AppContext['config'], maxAgeSeconds: number): string {
   const secure = config.publicBaseUrl.startsWith('https://') ? '; Secure' : ''
   return `Path=${DASHBOARD_PATH}; HttpOnly; SameSite=Strict; Max-Age=${maxAgeSeconds}${secure}`
@@ -55,9 +50,9 @@ export function sessionCsrfToken(sessionToken: string): string {
   return createHmac('sha256', sessionToken).update('lead-capture dashboard csrf').digest('base64url')
 }
 
-/** A fresh value for the pre-session double-submit cookie (reuses the secrets generator). */
+/** A fresh value for the pre-session double-submit cookie: a nonce, not a credential. */
 export function newPreSessionCsrfValue(): string {
-  return generateSecret('session').replace(/^[a-z_]+/, '')
+  return randomBytes(24).toString('base64url')
 }
 
 function tokensEqual(left: string | null | undefined, right: string | null | undefined): boolean {
