@@ -2,7 +2,7 @@ import { beforeAll, describe, expect, test } from 'bun:test'
 import { leads } from '../../src/db/schema'
 import { newId } from '../../src/lib/ids'
 import { LEAD_CSV_COLUMNS } from '../../src/modules/leads/model'
-import { CSV_EXPORT_BATCH_ROWS } from '../../src/modules/leads/service'
+import { CSV_EXPORT_BATCH_ROWS, leadsService } from '../../src/modules/leads/service'
 import { runCommonRouteTests } from '../helpers/common-route-tests'
 import { csvRecords, parseCsv } from '../helpers/csv'
 import { createLead, createSession, createSignedInUser, createSource, createUser } from '../helpers/factories'
@@ -200,6 +200,50 @@ describe('GET /api/v2/leads/export.csv', () => {
     expect(exported).toEqual([...ids].sort().reverse())
     // The header, then one chunk per batch: the rows were never gathered into one buffer.
     expect(chunks).toBeGreaterThanOrEqual(Math.ceil(total / CSV_EXPORT_BATCH_ROWS))
+  })
+
+  test('the stream pulls a page from the database only when the client has read the previous one', async () => {
+    const { app, ctx, token, organization } = await makeSignedInApp()
+    const pages = 6
+    for (let page = 0; page < pages; page++) {
+      await ctx.db.insert(leads).values(
+        Array.from({ length: CSV_EXPORT_BATCH_ROWS }, () => {
+          const id = newId()
+          return {
+            id,
+            organizationId: organization.id,
+            email: `${id}@example.com`,
+            emailNormalized: `${id}@example.com`,
+          }
+        }),
+      )
+    }
+    // Counts the service's page queries (the repository is the service's own, built per context).
+    const repository = (
+      leadsService(ctx) as unknown as { repository: { list: (...args: never[]) => unknown } }
+    ).repository
+    const list = repository.list.bind(repository)
+    let queries = 0
+    repository.list = (...args: never[]) => {
+      queries++
+      return list(...args)
+    }
+    const response = await call(app, token, 'GET', EXPORT)
+    const reader = response.body!.getReader()
+    await reader.read()
+    await reader.read()
+    // However long the client waits, nothing more is read from the database for it.
+    await Bun.sleep(200)
+    expect(queries).toBeLessThanOrEqual(2)
+    let rows = 0
+    for (;;) {
+      const { done, value } = await reader.read()
+      if (done) break
+      rows += new TextDecoder().decode(value).split('\r\n').length - 1
+    }
+    // Each query asks for one row more than a page, so the last full page also says "no more".
+    expect(queries).toBe(pages)
+    expect(rows).toBe(pages * CSV_EXPORT_BATCH_ROWS - CSV_EXPORT_BATCH_ROWS)
   })
 
   test('invalid filters are a JSON 400 before any CSV is sent', async () => {
