@@ -3,6 +3,7 @@ import type { AppContext } from './context'
 import { canonicalRequest } from './lib/http'
 import { authModule } from './modules/auth'
 import { dashboardModule } from './modules/dashboard'
+import { dashboardErrorPage } from './modules/dashboard/views/layout'
 import { deliveryLogsModule } from './modules/delivery-logs'
 import { healthModule } from './modules/health'
 import { inboundModule } from './modules/inbound'
@@ -45,7 +46,7 @@ export function createApp(ctx: AppContext, options: { tracker?: BuiltTracker } =
       return handle(canonical)
     })
     .use(requestContextPlugin(ctx))
-    .use(errorsPlugin(ctx))
+    .use(errorsPlugin(ctx, { errorPage: dashboardErrorPage }))
     .use(rateLimitPlugin(ctx, routes))
     .use(inputGuardPlugin(ctx))
     .use(openapiPlugin())

@@ -544,6 +544,46 @@ describe('pages', () => {
     expect((await app.handle(request('GET', '/app/assets/secrets.ts'))).status).toBe(404)
   })
 
+  test('errors on dashboard paths are HTML pages with the status; the API keeps its JSON', async () => {
+    const { app, ctx } = await makeTestApp()
+    const owner = await createSignedInUser(ctx)
+    const client = await DashboardClient.signedIn(app, ctx, owner.user.id)
+    const cases: Array<[string, number]> = [
+      ['/app/no-such-page', 404],
+      ['/app/sources/x/y/z', 404],
+      ['/app/leads?q=' + 'x'.repeat(400), 400],
+    ]
+    for (const [path, status] of cases) {
+      const response = await client.get(path)
+      expect({ path, status: response.status }).toEqual({ path, status })
+      expect(response.headers.get('content-type')).toBe('text/html; charset=utf-8')
+      expect(response.headers.get('x-request-id')).toBeTruthy()
+      expect(await response.text()).toContain('role="alert"')
+    }
+    const api = await app.handle(request('GET', '/api/no-such-route'))
+    expect(api.status).toBe(404)
+    expect((await api.json()).error).toBe('not_found')
+  })
+
+  test('unstorable text in any form field is a 400 page, never a 5xx', async () => {
+    const clock = new FakeClock(Date.UTC(2026, 0, 1, 12))
+    const { app, ctx } = await makeTestApp({ clock })
+    const data = await organizationWithData(ctx, app, clock)
+    const client = await DashboardClient.signedIn(app, ctx, data.user.id)
+    for (const page of PAGES.filter((entry) => entry.method === 'POST')) {
+      const form = { name: 'x', ...page.form?.(data) }
+      for (const field of Object.keys(form)) {
+        // (A lone surrogate cannot travel in a form: the browser encodes it as U+FFFD.)
+        for (const hostile of ['a\u0000b', '\u0000']) {
+          const response = await client.submit('/app/tokens', page.path(data), { ...form, [field]: hostile })
+          const label = `${page.path(data)} ${field}`
+          expect({ label, status: response.status }).toEqual({ label, status: 400 })
+          expect(response.headers.get('content-type')).toBe('text/html; charset=utf-8')
+        }
+      }
+    }
+  })
+
   test('no /app route is in the OpenAPI document', async () => {
     const { app } = await makeTestApp()
     const spec = await (await app.handle(request('GET', '/swagger/json'))).json()

@@ -1,4 +1,5 @@
 import type { PropsWithChildren } from '@kitajs/html'
+import { isDashboardPath, requestPath } from '../../../lib/http'
 import { allows } from '../../../plugins/auth'
 import type { Principal } from '../../auth/credentials'
 import { NAVIGATION } from '../access'
@@ -113,6 +114,14 @@ export function renderErrorPage(status: number, message: string, session?: PageS
       </p>
     </Layout>,
   )
+}
+
+/**
+ * The errors plugin's page for the dashboard's paths (a URL that matches no page, a malformed
+ * query, a database outage): the same page as the handlers' own errors, without the session.
+ */
+export function dashboardErrorPage(request: Request, status: number, message: string): string | null {
+  return isDashboardPath(requestPath(request)) ? renderErrorPage(status, message) : null
 }
 
 export function formatTime(iso: string | null | undefined): string {
