@@ -2,6 +2,8 @@ import { Elysia } from 'elysia'
 import type { AppContext } from './context'
 import { canonicalRequest } from './lib/http'
 import { authModule } from './modules/auth'
+import { dashboardModule } from './modules/dashboard'
+import { dashboardErrorPage } from './modules/dashboard/views/layout'
 import { deliveryLogsModule } from './modules/delivery-logs'
 import { healthModule } from './modules/health'
 import { inboundModule } from './modules/inbound'
@@ -44,7 +46,7 @@ export function createApp(ctx: AppContext, options: { tracker?: BuiltTracker } =
       return handle(canonical)
     })
     .use(requestContextPlugin(ctx))
-    .use(errorsPlugin(ctx))
+    .use(errorsPlugin(ctx, { errorPage: dashboardErrorPage }))
     .use(rateLimitPlugin(ctx, routes))
     .use(inputGuardPlugin(ctx))
     .use(openapiPlugin(ctx.config))
@@ -57,6 +59,7 @@ export function createApp(ctx: AppContext, options: { tracker?: BuiltTracker } =
     .use(leadsModule(ctx))
     .use(patModule(ctx))
     .use(membersModule(ctx))
+    .use(dashboardModule(ctx))
   routes.load(app.routes)
   return app
 }

@@ -116,3 +116,21 @@ export function canonicalRequest(request: Request): Request | null {
 export function isProbePath(path: string): boolean {
   return path === '/healthz' || path === '/readyz'
 }
+
+/** The value of one cookie of the request (RFC 6265 `Cookie` header), or null. */
+export function cookieValue(request: Request, name: string): string | null {
+  const header = request.headers.get('cookie')
+  if (!header) return null
+  for (const pair of header.split(';')) {
+    const separator = pair.indexOf('=')
+    if (separator === -1 || pair.slice(0, separator).trim() !== name) continue
+    const value = pair.slice(separator + 1).trim()
+    return value === '' ? null : value
+  }
+  return null
+}
+
+/** Paths of the browser dashboard: the only place the session cookie is read. */
+export function isDashboardPath(path: string): boolean {
+  return path === '/app' || path.startsWith('/app/')
+}

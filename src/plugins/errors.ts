@@ -9,11 +9,17 @@ interface ValidationLike {
 }
 
 /**
+ * A page for an error on a browser route (the dashboard), or null to answer the JSON body. Passed
+ * in by createApp so this plugin knows nothing of the dashboard's views.
+ */
+export type ErrorPageRenderer = (request: Request, status: number, message: string) => string | null
+
+/**
  * One onError for the whole app: renders DESIGN §2 bodies `{ error, message, request_id, ... }`,
  * adds the rate-limit and request-id headers, logs only 5xx. Database outages become 503 with
- * Retry-After instead of 500.
+ * Retry-After instead of 500. On the dashboard's routes the same error is an HTML page instead.
  */
-export function errorsPlugin(ctx: AppContext) {
+export function errorsPlugin(ctx: AppContext, options: { errorPage?: ErrorPageRenderer } = {}) {
   const registry = requestRegistry(ctx)
   return new Elysia({ name: 'errors' }).onError({ as: 'global' }, ({ code, error, request, set }) => {
     const meta = registry.get(request)
@@ -53,6 +59,13 @@ export function errorsPlugin(ctx: AppContext) {
       if (typeof value === 'string' && !(name in headers)) headers[name] = value
     }
     set.status = appError.status
+    const page = options.errorPage?.(request, appError.status, appError.message)
+    if (page !== null && page !== undefined) {
+      return new Response(page, {
+        status: appError.status,
+        headers: { ...headers, 'content-type': 'text/html; charset=utf-8' },
+      })
+    }
     return new Response(
       JSON.stringify({
         error: appError.code,

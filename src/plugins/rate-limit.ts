@@ -1,7 +1,7 @@
 import { Elysia } from 'elysia'
 import type { AppContext } from '../context'
 import { AppError } from '../lib/errors'
-import { isProbePath, requestPath } from '../lib/http'
+import { isDashboardPath, isProbePath, requestPath } from '../lib/http'
 import { type RateLimitResult, type RateLimitRule, retryAfterSeconds } from '../lib/rate-limit'
 import { credentialResolver } from './auth'
 import { requestRegistry } from './request-context'
@@ -9,7 +9,10 @@ import { requestRegistry } from './request-context'
 export const WINDOW_MS = 60_000
 export const MANAGEMENT_LIMIT_PER_MIN = 100
 
-/** Endpoints with a limit tighter than the management default (DESIGN §5). */
+/**
+ * Endpoints with a limit tighter than the management default (DESIGN §5). The dashboard's forms
+ * that do the same thing share the API route's bucket: signing in through /app is still 10 a minute.
+ */
 const TIGHTER_LIMITS: Array<{
   method: string
   path: RegExp
@@ -17,12 +20,12 @@ const TIGHTER_LIMITS: Array<{
   limit: number
   per: 'ip' | 'user'
 }> = [
-  { method: 'POST', path: /^\/api\/auth\/login$/, bucket: 'login', limit: 10, per: 'ip' },
-  { method: 'POST', path: /^\/api\/auth\/signup$/, bucket: 'signup', limit: 5, per: 'ip' },
-  { method: 'POST', path: /^\/api\/pat$/, bucket: 'pat_create', limit: 10, per: 'user' },
+  { method: 'POST', path: /^\/(api\/auth\/login|app\/sign-in)$/, bucket: 'login', limit: 10, per: 'ip' },
+  { method: 'POST', path: /^\/(api\/auth\/signup|app\/sign-up)$/, bucket: 'signup', limit: 5, per: 'ip' },
+  { method: 'POST', path: /^\/(api\/pat|app\/tokens)$/, bucket: 'pat_create', limit: 10, per: 'user' },
   {
     method: 'POST',
-    path: /^\/api\/webhook\/sources\/[^/]+\/regenerate-key$/,
+    path: /^\/(api\/webhook|app)\/sources\/[^/]+\/regenerate-key$/,
     bucket: 'regenerate_key',
     limit: 10,
     per: 'user',
@@ -39,6 +42,8 @@ export function isSelfLimitedPath(path: string): boolean {
  * networks, carrier NAT), so a per-IP bucket would cut them off. Only the platform-wide cap applies.
  */
 const PLATFORM_ONLY_PATHS = new Set(['/api/webhook/tracker.js'])
+/** The dashboard's scripts and styles: static, cached, loaded by every page view. */
+const PLATFORM_ONLY_PREFIX = '/app/assets/'
 
 export function platformRule(ctx: AppContext): RateLimitRule {
   return { bucket: 'platform', key: 'all', limit: ctx.config.platformRateLimitPerMin, windowMs: WINDOW_MS }
@@ -138,7 +143,7 @@ export function rateLimitPlugin(ctx: AppContext, routes: RouteTemplates) {
   return new Elysia({ name: 'rate-limit' }).onRequest(async ({ request, set }) => {
     const path = requestPath(request)
     if (isSelfLimitedPath(path)) return
-    if (PLATFORM_ONLY_PATHS.has(path)) {
+    if (PLATFORM_ONLY_PATHS.has(path) || path.startsWith(PLATFORM_ONLY_PREFIX)) {
       await enforceRateLimit(ctx, request, set.headers, [platformRule(ctx)])
       return
     }
@@ -147,7 +152,11 @@ export function rateLimitPlugin(ctx: AppContext, routes: RouteTemplates) {
     let key = `ip:${meta.clientIp}`
     if (!tighter || tighter.per === 'user') {
       // A database outage must not hide the headers: fall back to the IP as the subject.
-      const authentication = await resolver.authenticate(request).catch(() => null)
+      // The dashboard's pages are counted per user like the API: by the session cookie there.
+      const authenticating = isDashboardPath(path)
+        ? resolver.authenticateSessionCookie(request)
+        : resolver.authenticate(request)
+      const authentication = await authenticating.catch(() => null)
       if (authentication?.ok) {
         key = `user:${authentication.principal.userId}:${tighter ? tighter.bucket : routes.endpointOf(request.method, path)}`
       } else if (!tighter) key = `ip:${meta.clientIp}:anonymous`

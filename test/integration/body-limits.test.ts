@@ -120,6 +120,15 @@ function chunked(size: number): string[] {
 }
 
 function expectPayloadTooLarge(response: RawResponse, limit: number, what: string, limited = true) {
+  // The dashboard's paths answer the same refusal as a page (docs/dashboard.md).
+  if (/^[A-Z]+ \/app(\/|$)/.test(what)) {
+    expect({ what, status: response.status }).toEqual({ what, status: 413 })
+    expect(response.headers['content-type']).toBe('text/html; charset=utf-8')
+    expect(response.body).toContain(`request body is larger than ${limit} bytes`)
+    expect(response.headers['x-request-id']).toBeTruthy()
+    if (limited) expect(response.headers['x-ratelimit-limit']).toMatch(/^\d+$/)
+    return
+  }
   let body: Record<string, unknown>
   try {
     body = JSON.parse(response.body)

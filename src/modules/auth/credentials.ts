@@ -1,6 +1,7 @@
 import { and, eq, isNull, sql } from 'drizzle-orm'
 import type { AppContext } from '../../context'
 import { organizations, personalAccessTokens, sessions, users } from '../../db/schema'
+import { cookieValue } from '../../lib/http'
 import {
   effectivePermissions,
   type Feature,
@@ -53,6 +54,12 @@ export type PresentedCredential =
   | { kind: 'invalid' }
   | { kind: 'token'; value: string; header: 'authorization' | 'x-api-key' }
 
+/**
+ * The dashboard's session cookie: the same session token the API takes as a bearer token, read
+ * only on `/app` (docs/dashboard.md). Never a PAT: those are for servers, not browsers.
+ */
+export const SESSION_COOKIE = 'lc_session'
+
 const INVALID_PRESENTATION: Authentication = { ok: false, tokenSent: true, reason: 'malformed' }
 const NOTHING_PRESENTED: Authentication = { ok: false, tokenSent: false, reason: 'missing' }
 const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i
@@ -78,6 +85,7 @@ export function credentialOf(request: Request): PresentedCredential {
  */
 export class CredentialResolver {
   private readonly memo = new WeakMap<Request, Promise<Authentication>>()
+  private readonly cookieMemo = new WeakMap<Request, Promise<Authentication>>()
   private readonly sessionByDigest
   private readonly patByDigest
 
@@ -128,6 +136,22 @@ export class CredentialResolver {
       else if (presented.kind === 'invalid') pending = Promise.resolve(INVALID_PRESENTATION)
       else pending = Promise.resolve(NOTHING_PRESENTED)
       this.memo.set(request, pending)
+    }
+    return pending
+  }
+
+  /**
+   * The dashboard's credential: the session cookie, never a header. Memoised per Request like
+   * `authenticate`, so the rate limiter and the page macro share one lookup.
+   */
+  authenticateSessionCookie(request: Request): Promise<Authentication> {
+    let pending = this.cookieMemo.get(request)
+    if (!pending) {
+      const token = cookieValue(request, SESSION_COOKIE)
+      if (token === null) pending = Promise.resolve(NOTHING_PRESENTED)
+      else if (secretKindOf(token) !== 'session') pending = Promise.resolve(INVALID_PRESENTATION)
+      else pending = this.resolve(token)
+      this.cookieMemo.set(request, pending)
     }
     return pending
   }

@@ -6,6 +6,8 @@ import { LogEntryWithBody, LogPage, LogParams, LogsQuery, SourceHealth, SourcePa
 import { deliveryLogsService, HEALTH_STATUS_DESCRIPTION } from './service'
 
 const INTEGRATIONS = { permission: 'settings.integrations', feature: 'integrations' } as const
+/** The requirement of every logs and health route, for the dashboard's pages. */
+export const LOG_ACCESS = INTEGRATIONS
 
 // Every management route answers these besides its 200.
 const errorResponses = { ...managementErrors, 404: ErrorBody }

@@ -3,13 +3,29 @@ import type { AppContext } from '../../context'
 import { ErrorBody, managementErrors } from '../../lib/schemas'
 import { rejectUnknownFields } from '../../lib/strict-body'
 import { authPlugin } from '../../plugins/auth'
-import { Lead, LeadIdParams, LeadList, LeadListQuery, UpdateLeadBody } from './model'
+import {
+  LEAD_CSV_COLUMNS,
+  Lead,
+  LeadExportQuery,
+  LeadIdParams,
+  LeadList,
+  LeadListQuery,
+  UpdateLeadBody,
+} from './model'
 import { leadsService } from './service'
 
 const tags = ['Leads']
+/** The requirements of the leads routes, for the dashboard's pages. */
+export const LEAD_ACCESS = { read: { permission: 'leads.read' } } as const
 // Leads are not the integrations feature (DESIGN §10): every plan can read and edit its leads.
 const accessNote =
   'A lead of another organization is a 404; an id that is not a UUID is 400 `validation_failed` (docs/api.md).'
+
+/** `leads-20260101-1000.csv`: the UTC minute of the export. */
+export function csvFileName(now: number): string {
+  const stamp = new Date(now).toISOString().slice(0, 16).replace(/[-:]/g, '').replace('T', '-')
+  return `leads-${stamp}.csv`
+}
 
 /** Stored leads (`/api/v2`, a surface the spec does not list): the controller. */
 export function leadsModule(ctx: AppContext) {
@@ -17,7 +33,7 @@ export function leadsModule(ctx: AppContext) {
   return new Elysia({ name: 'leads', prefix: '/api/v2/leads' })
     .use(authPlugin(ctx))
     .get('', ({ principal, query }) => service.list(principal.organizationId, query), {
-      auth: { permission: 'leads.read' },
+      auth: LEAD_ACCESS.read,
       query: LeadListQuery,
       response: { 200: LeadList, ...managementErrors },
       detail: {
@@ -28,8 +44,46 @@ export function leadsModule(ctx: AppContext) {
           'Newest first, `?limit=` (default 50, max 200) and `?cursor=`. Filters: `source_id`, `q` (e-mail or phone), `created_after`; they combine. Needs `leads.read`.',
       },
     })
+    .get(
+      '/export.csv',
+      ({ principal, query, set }) =>
+        new Response(service.exportCsv(principal.organizationId, query), {
+          headers: {
+            ...(set.headers as Record<string, string>),
+            'content-type': 'text/csv; charset=utf-8',
+            'content-disposition': `attachment; filename="${csvFileName(ctx.clock.now())}"`,
+            'cache-control': 'no-store',
+          },
+        }),
+      {
+        auth: LEAD_ACCESS.read,
+        query: LeadExportQuery,
+        response: {
+          // @elysiajs/openapi 1.4 files every string response under text/plain whatever the
+          // schema says; contentMediaType carries the real type until the generator honours it.
+          200: t.String({
+            contentMediaType: 'text/csv',
+            description: `CSV (RFC 4180, UTF-8, CRLF), one header row: ${LEAD_CSV_COLUMNS.join(', ')}`,
+          }),
+          ...managementErrors,
+        },
+        detail: {
+          tags,
+          summary: 'Export leads as CSV',
+          description: [
+            'Every lead the filters match, newest first, streamed: no row limit, and the service holds one',
+            'page of rows at a time whatever the total. Filters as the list: `source_id`, `q`, `created_after`.',
+            '`custom_fields` and `attribution` are JSON text. A cell starting with `=`, `+`, `-`, `@`, a tab or',
+            "a carriage return is prefixed with `'` so a spreadsheet never reads it as a formula (an E.164 phone",
+            "reads `'+4420…`); cells with a comma, quote or line break are quoted. Leads created while the export",
+            'runs are left out. Needs `leads.read`; a browser signed in to the dashboard downloads it from',
+            '`/app/leads/export.csv` with its session cookie (the API never accepts the cookie).',
+          ].join(' '),
+        },
+      },
+    )
     .get('/:id', ({ principal, params }) => service.get(principal.organizationId, params.id), {
-      auth: { permission: 'leads.read' },
+      auth: LEAD_ACCESS.read,
       params: LeadIdParams,
       response: { 200: Lead, ...managementErrors, 404: ErrorBody },
       detail: {

@@ -52,8 +52,8 @@ export type Lead = typeof Lead.static
 export const LeadList = ListPage(Lead, { title: 'LeadPage', description: 'A page of leads, newest first' })
 export type LeadList = typeof LeadList.static
 
-export const LeadListQuery = t.Object({
-  ...ListQueryFields,
+/** The filters the list and the CSV export share. */
+const LeadFilterFields = {
   source_id: t.Optional(t.String({ format: 'uuid', description: 'only leads of this source' })),
   q: t.Optional(
     t.String({
@@ -71,8 +71,29 @@ export const LeadListQuery = t.Object({
       examples: ['2026-01-01T00:00:00Z'],
     }),
   ),
-})
+}
+
+export const LeadListQuery = t.Object({ ...ListQueryFields, ...LeadFilterFields })
 export type LeadListQuery = typeof LeadListQuery.static
+
+export const LeadExportQuery = t.Object(LeadFilterFields)
+export type LeadExportQuery = typeof LeadExportQuery.static
+
+/** The CSV export's header row, in column order; custom_fields and attribution are JSON text. */
+export const LEAD_CSV_COLUMNS = [
+  'lead_id',
+  'source_id',
+  'created_at',
+  'updated_at',
+  'first_name',
+  'last_name',
+  'email',
+  'phone_raw',
+  'phone_e164',
+  'status',
+  'custom_fields',
+  'attribution',
+] as const satisfies ReadonlyArray<keyof Lead>
 
 export const LeadIdParams = t.Object({
   id: ResourceId('Lead id (the `lead_id` of the inbound response)'),

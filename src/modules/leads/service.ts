@@ -3,15 +3,18 @@ import { isUniqueViolation } from '../../db/unique-violation'
 // The dedup keys must be computed exactly as the inbound path computes them, or an edited lead
 // would stop matching (or wrongly match) the next webhook submission.
 import { CUSTOM_FIELD_NAME_PATTERN, normalizeEmail, normalizePhone } from '../../lib/contact'
+import { csvRow } from '../../lib/csv'
 import { creationPosition, decodeCursor, pageOf } from '../../lib/cursor'
-import { AppError, errors, type ValidationDetail } from '../../lib/errors'
+import { AppError, describeError, errors, type ValidationDetail } from '../../lib/errors'
 import { isUuid } from '../../lib/ids'
 import { perContext } from '../../lib/memo'
 import { DEFAULT_PAGE_SIZE } from '../../lib/schemas'
 import {
   CUSTOM_FIELDS_MAX_BYTES,
   CUSTOM_FIELDS_MAX_COUNT,
+  LEAD_CSV_COLUMNS,
   type Lead,
+  type LeadExportQuery,
   type LeadList,
   type LeadListQuery,
   type UpdateLeadBody,
@@ -19,6 +22,8 @@ import {
 import { type LeadChanges, type LeadFilters, type LeadRow, LeadsRepository } from './repository'
 
 const EMAIL_UNIQUE_INDEX = 'leads_org_email_unique'
+/** Rows per query of the CSV export: one keyset page in memory at a time, whatever the total. */
+export const CSV_EXPORT_BATCH_ROWS = 1000
 
 export function toLead(row: LeadRow): Lead {
   return {
@@ -46,23 +51,57 @@ export class LeadsService {
 
   async list(organizationId: string, query: LeadListQuery): Promise<LeadList> {
     const limit = query.limit ?? DEFAULT_PAGE_SIZE
-    const filters: LeadFilters = { limit }
+    const filters = filtersOf(query, limit)
     if (query.cursor) filters.beforeId = decodeCursor(query.cursor).id
-    if (query.source_id) filters.sourceId = query.source_id.toLowerCase()
-    if (query.created_after) filters.createdAfter = new Date(query.created_after)
-    const q = query.q?.trim()
-    if (q) {
-      const digits = q.replace(/\D/g, '')
-      filters.search = {
-        substring: q,
-        emailNormalized: q.toLowerCase(),
-        phoneE164: normalizePhone(q, null),
-        // Only for text that looks like a phone: "a1b2" should not turn into a digit search.
-        digits: digits.length >= 4 && /^[\d\s()+.-]+$/.test(q) ? digits : null,
-      }
-    }
     const page = pageOf(await this.repository.list(organizationId, filters), limit, creationPosition)
     return { data: page.rows.map(toLead), next_cursor: page.nextCursor }
+  }
+
+  /**
+   * Every lead the filters match, newest first, as CSV. The stream pulls one keyset page of
+   * CSV_EXPORT_BATCH_ROWS from the database each time the client has read the previous one, so
+   * memory stays flat whatever the number of rows and a slow client slows the queries down
+   * instead of filling a buffer. Leads created after the export starts are not included (ids are
+   * UUIDv7: they sort after the first page).
+   */
+  exportCsv(organizationId: string, query: LeadExportQuery): ReadableStream<Uint8Array> {
+    const filters = filtersOf(query, CSV_EXPORT_BATCH_ROWS)
+    const encoder = new TextEncoder()
+    const { logger } = this.ctx
+    const repository = this.repository
+    let finished = false
+    return new ReadableStream<Uint8Array>(
+      {
+        start(controller) {
+          controller.enqueue(encoder.encode(csvRow(LEAD_CSV_COLUMNS)))
+        },
+        async pull(controller) {
+          try {
+            const rows = await repository.list(organizationId, filters)
+            const page = rows.slice(0, CSV_EXPORT_BATCH_ROWS)
+            if (finished) return
+            if (page.length > 0) {
+              controller.enqueue(encoder.encode(page.map((row) => csvRow(csvCellsOf(toLead(row)))).join('')))
+              filters.beforeId = page[page.length - 1]!.id
+            }
+            if (rows.length <= CSV_EXPORT_BATCH_ROWS) {
+              finished = true
+              controller.close()
+            }
+          } catch (error) {
+            // The status line is already sent: the client sees a cut-off download, never a
+            // truncated file that looks complete (no closing chunk is written).
+            logger.error('lead CSV export failed', { error: describeError(error) })
+            finished = true
+            controller.error(error)
+          }
+        },
+        cancel() {
+          finished = true
+        },
+      },
+      { highWaterMark: 1 },
+    )
   }
 
   async get(organizationId: string, id: string): Promise<Lead> {
@@ -140,6 +179,32 @@ export class LeadsService {
   async remove(organizationId: string, id: string): Promise<void> {
     if (!isUuid(id) || !(await this.repository.delete(organizationId, id))) throw notFound()
   }
+}
+
+/** The repository filters of the list query; shared by the list and the CSV export. */
+function filtersOf(query: LeadExportQuery, limit: number): LeadFilters {
+  const filters: LeadFilters = { limit }
+  if (query.source_id) filters.sourceId = query.source_id.toLowerCase()
+  if (query.created_after) filters.createdAfter = new Date(query.created_after)
+  const q = query.q?.trim()
+  if (q) {
+    const digits = q.replace(/\D/g, '')
+    filters.search = {
+      substring: q,
+      emailNormalized: q.toLowerCase(),
+      phoneE164: normalizePhone(q, null),
+      // Only for text that looks like a phone: "a1b2" should not turn into a digit search.
+      digits: digits.length >= 4 && /^[\d\s()+.-]+$/.test(q) ? digits : null,
+    }
+  }
+  return filters
+}
+
+function csvCellsOf(lead: Lead): Array<string | null> {
+  return LEAD_CSV_COLUMNS.map((column) => {
+    const value = lead[column]
+    return value === null || typeof value === 'string' ? value : JSON.stringify(value)
+  })
 }
 
 function textOrNull(value: string | null): string | null {

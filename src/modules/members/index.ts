@@ -16,6 +16,8 @@ import { membersService } from './service'
 const TAGS = ['Members']
 // Members are not one of the spec's integration endpoints: they need the permission only, on every plan.
 const REQUIRES = { permission: 'settings.members' } as const
+/** The requirement of every members route, for the dashboard's pages. */
+export const MEMBER_ACCESS = REQUIRES
 
 /** Users of the caller's organization (DESIGN §4): `settings.members` (owners and admins). */
 export function membersModule(ctx: AppContext) {

@@ -6,6 +6,13 @@ import { authPlugin } from '../../plugins/auth'
 import { CreatedPat, CreatePatRequest, PatList, PatListQuery, PatParams } from './model'
 import { patService } from './service'
 
+/** The requirements of the token routes, for the dashboard's pages. */
+export const PAT_ACCESS = {
+  create: { sessionOnly: true, permission: 'settings.integrations', feature: 'integrations' },
+  // Your own tokens, on every plan and role: the rule is PatService's (assertMayManageTokens).
+  own: true,
+} as const
+
 /**
  * Personal access tokens (spec §4.8–4.10, DESIGN §4). Management endpoints: `settings.integrations`
  * and the plan feature `integrations`; creating one needs a session (a PAT cannot mint PATs).
@@ -15,7 +22,7 @@ export function patModule(ctx: AppContext) {
   return new Elysia({ name: 'pat', prefix: '/api/pat' })
     .use(authPlugin(ctx))
     .post('', async ({ principal, body, status }) => status(201, await service.create(principal, body)), {
-      auth: { sessionOnly: true, permission: 'settings.integrations', feature: 'integrations' },
+      auth: PAT_ACCESS.create,
       body: CreatePatRequest,
       transform: rejectUnknownFields(CreatePatRequest),
       response: { 201: CreatedPat, ...managementErrors, 422: ErrorBody },
@@ -33,8 +40,7 @@ export function patModule(ctx: AppContext) {
       },
     })
     .get('', ({ principal, query }) => service.list(principal, query), {
-      // Your own tokens, on every plan and role: the rule is PatService's (assertMayManageTokens).
-      auth: true,
+      auth: PAT_ACCESS.own,
       query: PatListQuery,
       response: { 200: PatList, ...managementErrors },
       detail: {

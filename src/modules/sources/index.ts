@@ -21,6 +21,8 @@ const auth = { permission: 'settings.integrations', feature: 'integrations' } as
 // says a leaked webhook URL must be regenerated (§5), and inbound leads keep flowing on every plan,
 // so a plan gate here would leave a leaked key alive (docs/security.md).
 const endKeys = { permission: 'settings.integrations' } as const
+/** The requirements of the source routes, for the dashboard's pages (they allow the same). */
+export const SOURCE_ACCESS = { read: endKeys, manage: auth, endKeys } as const
 const endKeysNote =
   'Needs the permission `settings.integrations`, on every plan (a key must stay revocable after a downgrade). A source of another organization is a 404; an id that is not a UUID is 400 `validation_failed` (docs/api.md).'
 

@@ -1,0 +1,218 @@
+import type { TSchema } from '@sinclair/typebox'
+import { Value } from '@sinclair/typebox/value'
+import type { AppContext } from '../../context'
+import { errors } from '../../lib/errors'
+import { perContext } from '../../lib/memo'
+import { allows } from '../../plugins/auth'
+import type { Principal } from '../auth/credentials'
+import { identityService } from '../auth/service'
+import { LogsQuery, type SourceHealth } from '../delivery-logs/model'
+import { deliveryLogsService } from '../delivery-logs/service'
+import { LeadExportQuery, LeadListQuery } from '../leads/model'
+import { leadsService } from '../leads/service'
+import { AddMemberRequest } from '../members/model'
+import { membersService } from '../members/service'
+import { CreatePatRequest } from '../pat/model'
+import { patService } from '../pat/service'
+import { RegenerateKeyBody, type SourceRecord, UpdateSourceBody } from '../sources/model'
+import { sourcesService } from '../sources/service'
+import { PAGE_ACCESS } from './access'
+import type { LeadsPageQuery, LogsPageQuery, SourceForm } from './model'
+
+export const SOURCES_PAGE_SIZE = 50
+export const LOGS_PAGE_SIZE = 50
+export const LEADS_PAGE_SIZE = 50
+
+export interface SourceSummary {
+  source: SourceRecord
+  /** null when the plan does not include health (the API would answer 403 too). */
+  health: SourceHealth | null
+}
+
+/**
+ * Input from a form, checked against the API route's own schema: one rule for a field, whether it
+ * arrives as JSON or from the dashboard. A mismatch is the 400 the API would answer.
+ */
+export function checkAgainst<Schema extends TSchema>(schema: Schema, value: unknown): Schema['static'] {
+  if (Value.Check(schema, value)) return value as Schema['static']
+  const details = [...Value.Errors(schema, value)].slice(0, 20).map((error) => ({
+    path: error.path || '/',
+    message: error.message,
+  }))
+  throw errors.validation('the form is not valid', details)
+}
+
+function lines(text: string | undefined): string[] {
+  return (text ?? '')
+    .split(/\r?\n/)
+    .map((line) => line.trim())
+    .filter(Boolean)
+}
+
+/** `from = to` per line, as the settings form shows the field mapping. */
+export function parseFieldMapping(text: string | undefined): Record<string, string> {
+  const mapping: Record<string, string> = {}
+  for (const line of lines(text)) {
+    const separator = line.indexOf('=')
+    if (separator <= 0) {
+      throw errors.validation('the field mapping is not valid', [
+        { path: '/field_mapping', message: `"${line}" is not "form field = lead field"` },
+      ])
+    }
+    mapping[line.slice(0, separator).trim()] = line.slice(separator + 1).trim()
+  }
+  return mapping
+}
+
+export function formatFieldMapping(mapping: Record<string, string>): string {
+  return Object.entries(mapping)
+    .map(([from, to]) => `${from} = ${to}`)
+    .join('\n')
+}
+
+/**
+ * What the pages show, from the services the API routes call (never over HTTP). Reads that need
+ * a requirement the page itself does not (health on the sources page) are made only for a
+ * principal the matching API route would allow.
+ */
+export class DashboardService {
+  constructor(private readonly ctx: AppContext) {}
+
+  signIn(email: string, password: string) {
+    return identityService(this.ctx).login({ email, password })
+  }
+
+  signUp(input: { email: string; password: string; organization_name: string }) {
+    return identityService(this.ctx).signup(input)
+  }
+
+  signOut(principal: Principal) {
+    return identityService(this.ctx).logout(principal)
+  }
+
+  async sources(principal: Principal, cursor: string | undefined) {
+    const page = await sourcesService(this.ctx).list(principal.organizationId, {
+      limit: SOURCES_PAGE_SIZE,
+      cursor,
+    })
+    const withHealth = allows(principal, PAGE_ACCESS.health)
+    const logs = deliveryLogsService(this.ctx)
+    const summaries: SourceSummary[] = await Promise.all(
+      page.data.map(async (source) => ({
+        source,
+        health: withHealth ? await logs.health(principal.organizationId, source.id) : null,
+      })),
+    )
+    return { summaries, nextCursor: page.next_cursor }
+  }
+
+  createSource(principal: Principal, name: string) {
+    return sourcesService(this.ctx).create(principal.organizationId, { name })
+  }
+
+  async source(principal: Principal, id: string) {
+    const source = await sourcesService(this.ctx).get(principal.organizationId, id)
+    const health = allows(principal, PAGE_ACCESS.health)
+      ? await deliveryLogsService(this.ctx).health(principal.organizationId, id)
+      : null
+    return { source, health }
+  }
+
+  updateSource(principal: Principal, id: string, form: SourceForm) {
+    const body = checkAgainst(UpdateSourceBody, {
+      name: form.name,
+      enabled: form.enabled === 'on',
+      spam_filter: form.spam_filter === 'on',
+      ip_allowlist: lines(form.ip_allowlist),
+      domain_allowlist: lines(form.domain_allowlist),
+      field_mapping: parseFieldMapping(form.field_mapping),
+      default_country: form.default_country?.trim() ? form.default_country.trim() : null,
+    })
+    return sourcesService(this.ctx).update(principal.organizationId, id, body)
+  }
+
+  regenerateKey(principal: Principal, id: string, graceSeconds: string | undefined) {
+    const body = checkAgainst(RegenerateKeyBody, { grace_seconds: Number(graceSeconds ?? 0) })
+    return sourcesService(this.ctx).regenerateKey(principal.organizationId, id, body?.grace_seconds ?? 0)
+  }
+
+  async logs(principal: Principal, sourceId: string, query: LogsPageQuery) {
+    const source = await sourcesService(this.ctx).get(principal.organizationId, sourceId)
+    const filters = checkAgainst(LogsQuery, {
+      limit: LOGS_PAGE_SIZE,
+      ...(query.outcome ? { outcome: query.outcome } : {}),
+      ...(query.status ? { status: Number(query.status) } : {}),
+      ...(query.since ? { since: toIsoInstant(query.since) } : {}),
+      ...(query.until ? { until: toIsoInstant(query.until) } : {}),
+      ...(query.cursor ? { cursor: query.cursor } : {}),
+    })
+    const page = await deliveryLogsService(this.ctx).list(principal.organizationId, sourceId, filters)
+    return { source, page }
+  }
+
+  async logEntry(principal: Principal, sourceId: string, logId: string) {
+    const source = await sourcesService(this.ctx).get(principal.organizationId, sourceId)
+    const entry = await deliveryLogsService(this.ctx).get(principal.organizationId, sourceId, logId)
+    return { source, entry }
+  }
+
+  async leads(principal: Principal, query: LeadsPageQuery) {
+    const filters = checkAgainst(LeadListQuery, {
+      limit: LEADS_PAGE_SIZE,
+      ...(query.q?.trim() ? { q: query.q.trim() } : {}),
+      ...(query.source_id ? { source_id: query.source_id } : {}),
+      ...(query.cursor ? { cursor: query.cursor } : {}),
+    })
+    return leadsService(this.ctx).list(principal.organizationId, filters)
+  }
+
+  exportLeads(principal: Principal, query: LeadsPageQuery) {
+    const filters = checkAgainst(LeadExportQuery, {
+      ...(query.q?.trim() ? { q: query.q.trim() } : {}),
+      ...(query.source_id ? { source_id: query.source_id } : {}),
+    })
+    return leadsService(this.ctx).exportCsv(principal.organizationId, filters)
+  }
+
+  tokens(principal: Principal) {
+    return patService(this.ctx).list(principal, { limit: 200 })
+  }
+
+  createToken(
+    principal: Principal,
+    form: { name: string; scopes?: string | string[]; expires_in_days?: string },
+  ) {
+    const scopes = form.scopes === undefined ? [] : Array.isArray(form.scopes) ? form.scopes : [form.scopes]
+    const input = checkAgainst(CreatePatRequest, {
+      name: form.name,
+      scopes,
+      ...(form.expires_in_days ? { expires_in_days: Number(form.expires_in_days) } : {}),
+    })
+    return patService(this.ctx).create(principal, input)
+  }
+
+  revokeToken(principal: Principal, tokenId: string) {
+    return patService(this.ctx).revoke(principal, tokenId)
+  }
+
+  members(principal: Principal) {
+    return membersService(this.ctx).list(principal, { limit: 200 })
+  }
+
+  addMember(principal: Principal, form: { email: string; password: string; role: string }) {
+    const input = checkAgainst(AddMemberRequest, {
+      email: form.email,
+      password: form.password,
+      role: form.role,
+    })
+    return membersService(this.ctx).add(principal, input)
+  }
+}
+
+/** `2026-01-01T10:00` (a datetime-local input, read as UTC) or a full ISO instant. */
+function toIsoInstant(text: string): string {
+  const value = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}$/.test(text) ? `${text}:00Z` : text
+  return value
+}
+
+export const dashboardService = perContext((ctx: AppContext) => new DashboardService(ctx))

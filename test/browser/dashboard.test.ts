@@ -1,0 +1,329 @@
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { mkdirSync } from 'node:fs'
+import { readFile } from 'node:fs/promises'
+import { type Browser, chromium, type Page } from 'playwright-core'
+import { createApp } from '../../src/app'
+import type { AppContext } from '../../src/context'
+import { csvRecords } from '../helpers/csv'
+import { makeTestContext } from '../helpers/test-app'
+import { CHROMIUM, CHROMIUM_ARGS, SETUP_TIMEOUT_MS, TIMEOUT_MS } from './support'
+
+/**
+ * The dashboard in a real browser (issue [8]): the whole journey a new user takes, a cross-site
+ * form post, the cookie's HttpOnly flag, and axe-core on every page visited. Screenshots go to
+ * test/browser/artifacts/ (git-ignored; CI keeps them).
+ */
+const ARTIFACTS = new URL('./artifacts/', import.meta.url).pathname
+const AXE_SOURCE = await readFile(Bun.resolveSync('axe-core/axe.min.js', import.meta.dir), 'utf8')
+const PASSWORD = 'correct horse battery staple'
+
+let ctx: AppContext
+let browser: Browser
+let base: string
+let stopServers: () => Promise<void>
+const axeFindings: Array<{ page: string; id: string; impact: string; nodes: number }> = []
+
+/** A free loopback port: the service must know its own URL (PUBLIC_BASE_URL) before it listens. */
+function freePort(): number {
+  const probe = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => new Response() })
+  const port = probe.port!
+  probe.stop(true)
+  return port
+}
+
+beforeAll(async () => {
+  mkdirSync(ARTIFACTS, { recursive: true })
+  const port = freePort()
+  base = `http://127.0.0.1:${port}`
+  ctx = await makeTestContext({ env: { PUBLIC_BASE_URL: base } })
+  const server = createApp(ctx).listen({ port, hostname: '127.0.0.1' })
+  browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS })
+  stopServers = async () => {
+    await browser.close()
+    await server.server?.stop(true)
+    await ctx.close()
+  }
+}, SETUP_TIMEOUT_MS)
+
+afterAll(async () => {
+  await stopServers?.()
+})
+
+interface AxeResult {
+  passes: unknown[]
+  violations: Array<{ id: string; impact: string; nodes: unknown[] }>
+}
+
+/** axe-core in the page (evaluated, so the page's CSP need not allow it); serious and critical kept. */
+async function audit(page: Page, label: string) {
+  await page.evaluate(AXE_SOURCE)
+  const audited = await page.evaluate(async () => {
+    const { axe } = window as unknown as { axe: { run: (context: Document) => Promise<AxeResult> } }
+    const result = await axe.run(document)
+    return {
+      passes: result.passes.length,
+      violations: result.violations.map((violation) => ({
+        id: violation.id,
+        impact: violation.impact,
+        nodes: violation.nodes.length,
+      })),
+    }
+  })
+  // axe ran and checked rules: a page it could not audit would pass nothing.
+  expect(audited.passes).toBeGreaterThan(10)
+  for (const violation of audited.violations) axeFindings.push({ page: label, ...violation })
+  return audited.violations.filter(
+    (violation) => violation.impact === 'serious' || violation.impact === 'critical',
+  )
+}
+
+async function shot(page: Page, name: string) {
+  await page.screenshot({ path: `${ARTIFACTS}${name}.png`, fullPage: true })
+}
+
+async function visit(page: Page, label: string) {
+  expect({ page: label, serious: await audit(page, label) }).toEqual({ page: label, serious: [] })
+  await shot(page, label)
+}
+
+async function postLead(url: string, body: string) {
+  return fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body })
+}
+
+describe('the dashboard journey', () => {
+  test(
+    'sign-up → source → copy URL → leads and chart → logs and a failed body → new key → CSV → PAT → viewer',
+    async () => {
+      const context = await browser.newContext({
+        viewport: { width: 1100, height: 900 },
+        acceptDownloads: true,
+      })
+      await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: base })
+      const page = await context.newPage()
+      const errors: string[] = []
+      page.on('pageerror', (error) => errors.push(error.message))
+      // Failed loads are checked by URL below (the viewer's 403 is deliberate); other console errors count.
+      page.on('console', (message) => {
+        if (message.type() === 'error' && !message.text().startsWith('Failed to load resource')) {
+          errors.push(message.text())
+        }
+      })
+      const failedLoads: string[] = []
+      page.on('response', (response) => {
+        if (response.status() >= 400)
+          failedLoads.push(`${response.status()} ${new URL(response.url()).pathname}`)
+      })
+
+      // A first visit lands on the sign-in page; sign up from there.
+      await page.goto(`${base}/`)
+      expect(new URL(page.url()).pathname).toBe('/app/sign-in')
+      await visit(page, '01-sign-in')
+      await page.getByRole('link', { name: 'Create an account' }).click()
+      await visit(page, '02-sign-up')
+      const email = `owner-${crypto.randomUUID()}@example.com`
+      await page.getByLabel('Organization name').fill('Acme Ltd')
+      await page.getByLabel('E-mail').fill(email)
+      await page.getByLabel('Password').fill(PASSWORD)
+      await page.getByRole('button', { name: 'Create account' }).click()
+      await page.waitForURL(`${base}/app/sources`)
+      // The session cookie is invisible to scripts.
+      expect(await page.evaluate(() => document.cookie)).not.toContain('lc_session')
+      const cookie = (await context.cookies()).find((entry) => entry.name === 'lc_session')!
+      expect({ httpOnly: cookie.httpOnly, sameSite: cookie.sameSite, path: cookie.path }).toEqual({
+        httpOnly: true,
+        sameSite: 'Strict',
+        path: '/app',
+      })
+      await visit(page, '03-sources-empty')
+
+      // Create a source; the URL is shown once, with a copy button.
+      await page.getByLabel('New source name').fill('Contact form')
+      await page.getByRole('button', { name: 'Create source' }).click()
+      await page.getByRole('heading', { name: 'Source created' }).waitFor()
+      const shownUrl = await page.getByLabel('Webhook URL').inputValue()
+      await page.getByRole('button', { name: 'Copy' }).click()
+      await page.getByText('Copied.').waitFor()
+      const copied = await page.evaluate(() => navigator.clipboard.readText())
+      expect(copied).toBe(shownUrl)
+      expect(copied).toStartWith(`${base}/api/webhook/lead/`)
+      await visit(page, '04-source-created')
+      const sourcePath = await page.evaluate(() => {
+        const form = document.querySelector('form[action$="/regenerate-key"]') as HTMLFormElement
+        return new URL(form.action).pathname.replace('/regenerate-key', '')
+      })
+
+      // Leads posted by the test appear, and the chart counts them.
+      for (let index = 0; index < 3; index++) {
+        expect(
+          (
+            await postLead(
+              copied,
+              JSON.stringify({ email: `lead-${index}@example.com`, first_name: `Lead ${index}` }),
+            )
+          ).status,
+        ).toBe(200)
+      }
+      const noContact = JSON.stringify({ first_name: 'Nobody', note: 'no e-mail, no phone' })
+      expect((await postLead(copied, noContact)).status).toBe(200)
+      expect((await postLead(copied, '{"broken json')).status).toBe(400)
+      await page.goto(`${base}${sourcePath}`)
+      await page.locator('.uplot canvas').first().waitFor()
+      const chart = JSON.parse((await page.locator('#hourly-chart-data').textContent())!)
+      const sum = (outcome: string) =>
+        (chart.series[outcome] as number[]).reduce((total, value) => total + value, 0)
+      expect({ created: sum('created'), error: sum('error'), rejected: sum('rejected') }).toEqual({
+        created: 3,
+        error: 1,
+        rejected: 1,
+      })
+      // Hovering the current hour's bar shows its values in the legend.
+      const box = (await page.locator('.uplot .u-over').boundingBox())!
+      await page.mouse.move(box.x + box.width - 3, box.y + box.height - 5)
+      await expect(page.locator('.uplot .u-legend').textContent()).resolves.toContain('created')
+      const legendValues = await page.locator('.uplot .u-legend .u-value').allTextContents()
+      expect(legendValues).toContain('3')
+      await visit(page, '05-source-with-traffic')
+
+      // Logs: filter on errors (htmx swaps the results), open the failed entry's body.
+      await page.getByRole('link', { name: 'All delivery logs' }).click()
+      await page.waitForURL(`${base}${sourcePath}/logs`)
+      await visit(page, '06-logs')
+      await page.getByLabel('Outcome').selectOption('error')
+      await page.getByRole('button', { name: 'Filter' }).click()
+      await page.waitForURL(/outcome=error/)
+      const rows = page.locator('#log-results tbody tr')
+      await expect(rows.count()).resolves.toBe(1)
+      await rows.first().getByRole('link').click()
+      await page.locator('pre.body').waitFor()
+      expect(JSON.parse((await page.locator('pre.body').textContent())!)).toEqual(JSON.parse(noContact))
+      await visit(page, '07-log-entry')
+
+      // Regenerate the key: a new URL, shown once; the old one stops.
+      await page.goto(`${base}${sourcePath}`)
+      await page.getByLabel('Old key keeps working for').selectOption('0')
+      await page.getByRole('button', { name: 'Regenerate key' }).click()
+      await page.getByRole('heading', { name: 'Key regenerated' }).waitFor()
+      const newUrl = await page.getByLabel('Webhook URL').inputValue()
+      expect(newUrl).not.toBe(copied)
+      expect((await postLead(copied, JSON.stringify({ email: 'late@example.com' }))).status).toBe(404)
+      expect((await postLead(newUrl, JSON.stringify({ email: 'after@example.com' }))).status).toBe(200)
+      await visit(page, '08-key-regenerated')
+
+      // Leads: search, then export the CSV and read it.
+      await page.getByRole('link', { name: 'Leads' }).click()
+      await page.waitForURL(`${base}/app/leads`)
+      await expect(page.locator('#lead-results tbody tr').count()).resolves.toBe(4)
+      await page.getByLabel('Search e-mail or phone').fill('lead-1')
+      await page.getByRole('button', { name: 'Search' }).click()
+      await page.waitForURL(/q=lead-1/)
+      await expect(page.locator('#lead-results tbody tr').count()).resolves.toBe(1)
+      await visit(page, '09-leads-search')
+      await page.goto(`${base}/app/leads`)
+      const [download] = await Promise.all([
+        page.waitForEvent('download'),
+        page.getByRole('link', { name: 'Export these leads as CSV' }).click(),
+      ])
+      expect(download.suggestedFilename()).toMatch(/^leads-\d{8}-\d{4}\.csv$/)
+      const records = csvRecords(await readFile((await download.path())!, 'utf8'))
+      expect(records.map((record) => record.email).sort()).toEqual([
+        'after@example.com',
+        'lead-0@example.com',
+        'lead-1@example.com',
+        'lead-2@example.com',
+      ])
+
+      // A personal access token: created and shown once, works, revoked, stops.
+      await page.getByRole('link', { name: 'Access tokens' }).click()
+      await page.getByLabel('Name').fill('ci export')
+      await page.getByLabel('leads.read', { exact: true }).check()
+      await page.getByRole('button', { name: 'Create token' }).click()
+      const token = await page.getByLabel('Token', { exact: true }).inputValue()
+      const api = () => fetch(`${base}/api/v2/leads`, { headers: { authorization: `Bearer ${token}` } })
+      expect((await api()).status).toBe(200)
+      await visit(page, '10-token-created')
+      await page.getByRole('button', { name: 'Revoke ci export' }).click()
+      await page.getByText('Token revoked.').waitFor()
+      expect((await api()).status).toBe(401)
+
+      // A viewer: added by the owner, signs in, sees leads read-only.
+      await page.getByRole('link', { name: 'Members' }).click()
+      const viewerEmail = `viewer-${crypto.randomUUID()}@example.com`
+      await page.getByLabel('E-mail').fill(viewerEmail)
+      await page.getByLabel('Initial password').fill(PASSWORD)
+      await page.getByLabel('Role').selectOption('viewer')
+      await page.getByRole('button', { name: 'Add member' }).click()
+      await page.getByText(`${viewerEmail} added.`).waitFor()
+      await visit(page, '11-members')
+      await page.getByRole('button', { name: 'Sign out' }).click()
+      await page.waitForURL(`${base}/app/sign-in`)
+      await page.getByLabel('E-mail').fill(viewerEmail)
+      await page.getByLabel('Password').fill(PASSWORD)
+      await page.getByRole('button', { name: 'Sign in' }).click()
+      await page.waitForURL(`${base}/app/leads`)
+      await expect(
+        page.getByRole('navigation', { name: 'Main' }).getByRole('link').allTextContents(),
+      ).resolves.toEqual(['Leads', 'Access tokens'])
+      await expect(page.locator('#lead-results tbody tr').count()).resolves.toBe(4)
+      await visit(page, '12-viewer-leads')
+      const forbidden = await page.goto(`${base}${sourcePath}`)
+      expect(forbidden!.status()).toBe(403)
+      await visit(page, '13-viewer-forbidden')
+
+      // A phone-sized screen: no horizontal scrolling of the page itself.
+      await page.setViewportSize({ width: 375, height: 800 })
+      await page.goto(`${base}/app/leads`)
+      expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(375)
+      await shot(page, '14-viewer-phone')
+
+      expect(errors).toEqual([])
+      // Browsers ask for /favicon.ico on their own; the only other failure is the viewer's 403.
+      expect(failedLoads.filter((load) => !load.endsWith('/favicon.ico'))).toEqual([`403 ${sourcePath}`])
+      await context.close()
+    },
+    TIMEOUT_MS * 4,
+  )
+
+  test(
+    'a cross-site form post is refused, and the page cannot read the cookie',
+    async () => {
+      const attacker = Bun.serve({
+        port: 0,
+        hostname: '127.0.0.1',
+        fetch: () =>
+          new Response(
+            `<!doctype html><html><body><form id="f" method="post" action="${base}/app/sources"><input name="name" value="Forged"><input name="_csrf" value="guess"></form><script>document.getElementById('f').submit()</script></body></html>`,
+            { headers: { 'content-type': 'text/html' } },
+          ),
+      })
+      try {
+        const context = await browser.newContext()
+        const page = await context.newPage()
+        await page.goto(`${base}/app/sign-up`)
+        await page.getByLabel('Organization name').fill('Victim Ltd')
+        await page.getByLabel('E-mail').fill(`victim-${crypto.randomUUID()}@example.com`)
+        await page.getByLabel('Password').fill(PASSWORD)
+        await page.getByRole('button', { name: 'Create account' }).click()
+        await page.waitForURL(`${base}/app/sources`)
+        const forged = page.waitForResponse(
+          (response) => response.url() === `${base}/app/sources` && response.request().method() === 'POST',
+        )
+        await page.goto(`http://127.0.0.1:${attacker.port}/`)
+        const response = await forged
+        // SameSite=Strict keeps the cookie off the cross-site post: the visitor is sent to sign in.
+        expect([303, 403]).toContain(response.status())
+        await page.goto(`${base}/app/sources`)
+        expect(await page.content()).not.toContain('Forged')
+        expect(await page.content()).toContain('No sources yet.')
+        await shot(page, '20-after-cross-site-post')
+        await context.close()
+      } finally {
+        attacker.stop(true)
+      }
+    },
+    TIMEOUT_MS * 2,
+  )
+})
+
+afterAll(async () => {
+  await Bun.write(`${ARTIFACTS}axe-findings.json`, JSON.stringify(axeFindings, null, 2))
+})
