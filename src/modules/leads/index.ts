@@ -59,8 +59,7 @@ export function leadsModule(ctx: AppContext) {
         auth: LEAD_ACCESS.read,
         query: LeadExportQuery,
         response: {
-          // @elysiajs/openapi 1.4 files every string response under text/plain whatever the
-          // schema says; contentMediaType carries the real type until the generator honours it.
+          // Published as text/csv through `x-responses` below (Elysia would say text/plain).
           200: t.String({
             contentMediaType: 'text/csv',
             description: `CSV (RFC 4180, UTF-8, CRLF), one header row: ${LEAD_CSV_COLUMNS.join(', ')}`,
@@ -68,6 +67,7 @@ export function leadsModule(ctx: AppContext) {
           ...managementErrors,
         },
         detail: {
+          operationId: 'exportLeadsCsv',
           tags,
           summary: 'Export leads as CSV',
           description: [
@@ -79,6 +79,21 @@ export function leadsModule(ctx: AppContext) {
             'runs are left out. Needs `leads.read`; a browser signed in to the dashboard downloads it from',
             '`/app/leads/export.csv` with its session cookie (the API never accepts the cookie).',
           ].join(' '),
+          // Elysia files every string response under text/plain: the real media type and headers.
+          'x-responses': {
+            200: {
+              description: 'The leads as CSV',
+              headers: {
+                'Content-Disposition': {
+                  required: true,
+                  schema: { type: 'string', examples: ['attachment; filename="leads-2026-11-23.csv"'] },
+                  description: 'a download with a dated file name',
+                },
+                'Cache-Control': { required: true, schema: { type: 'string', examples: ['no-store'] } },
+              },
+              content: { 'text/csv': { schema: { type: 'string' } } },
+            },
+          } as never,
         },
       },
     )
