@@ -9,6 +9,7 @@ import { leadsModule } from './modules/leads'
 import { membersModule } from './modules/members'
 import { patModule } from './modules/pat'
 import { sourcesModule } from './modules/sources'
+import { webhookEndpointsModule } from './modules/webhook-endpoints'
 import { errorsPlugin } from './plugins/errors'
 import { inputGuardPlugin } from './plugins/input-guard'
 import { openapiPlugin } from './plugins/openapi'
@@ -57,6 +58,7 @@ export function createApp(ctx: AppContext, options: { tracker?: BuiltTracker } =
     .use(leadsModule(ctx))
     .use(patModule(ctx))
     .use(membersModule(ctx))
+    .use(webhookEndpointsModule(ctx))
   routes.load(app.routes)
   return app
 }
