@@ -55,7 +55,7 @@ ALTER TABLE "webhook_attempts" ADD CONSTRAINT "webhook_attempts_endpoint_id_mess
 ALTER TABLE "webhook_deliveries" ADD CONSTRAINT "webhook_deliveries_endpoint_id_webhook_endpoints_id_fk" FOREIGN KEY ("endpoint_id") REFERENCES "public"."webhook_endpoints"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
 ALTER TABLE "webhook_endpoints" ADD CONSTRAINT "webhook_endpoints_organization_id_organizations_id_fk" FOREIGN KEY ("organization_id") REFERENCES "public"."organizations"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
 CREATE INDEX "webhook_attempts_delivery_idx" ON "webhook_attempts" USING btree ("endpoint_id","message_id","id");--> statement-breakpoint
-CREATE INDEX "webhook_deliveries_due_idx" ON "webhook_deliveries" USING btree ("next_attempt_at") WHERE "webhook_deliveries"."status" = 'pending';--> statement-breakpoint
+CREATE INDEX "webhook_deliveries_due_idx" ON "webhook_deliveries" USING btree ("endpoint_id","next_attempt_at") WHERE "webhook_deliveries"."status" = 'pending';--> statement-breakpoint
 CREATE INDEX "webhook_endpoints_organization_idx" ON "webhook_endpoints" USING btree ("organization_id","id");--> statement-breakpoint
 CREATE INDEX "webhook_endpoints_enabled_organization_idx" ON "webhook_endpoints" USING btree ("organization_id") WHERE "webhook_endpoints"."enabled";--> statement-breakpoint
 CREATE INDEX "webhook_messages_organization_idx" ON "webhook_messages" USING btree ("organization_id","id");

@@ -6,6 +6,8 @@ import { refreshPlannerStatistics, STATISTICS_CHECK_INTERVAL_MS } from './db/pla
 import { describeError } from './lib/errors'
 import { startPeriodicJobs } from './lib/periodic'
 import { deliveryLogJobs } from './modules/delivery-logs/jobs'
+import { webhookJobs } from './modules/webhook-endpoints/jobs'
+import { deliveryWorker } from './modules/webhook-endpoints/worker'
 import { type BuiltTracker, buildTracker } from './tracker'
 
 /** Start-up only: config → context → migrations → tracker build → listen → signals. */
@@ -65,9 +67,19 @@ try {
   process.exit(1)
 }
 
-// Health roll-up, log retention and planner statistics: timers stopped by ctx.close() on shutdown.
+// Health roll-up, log retention, planner statistics and outbound webhooks: timers stopped by
+// ctx.close() on shutdown. The webhook worker is woken by this replica's writes and by NOTIFY; its
+// in-flight attempts finish or are handed back on shutdown (its own ctx.onClose hook).
+try {
+  await deliveryWorker(ctx).start()
+} catch (error) {
+  logger.error('webhook delivery worker failed to start: start-up stopped', { error: describeError(error) })
+  await ctx.close()
+  process.exit(1)
+}
 startPeriodicJobs(ctx, [
   ...deliveryLogJobs(ctx),
+  ...webhookJobs(ctx),
   {
     name: 'planner statistics',
     firstDelayMs: STATISTICS_CHECK_INTERVAL_MS,

@@ -94,7 +94,10 @@ export const webhookDeliveries = pgTable(
   (table) => [
     // Message ids are UUIDv7: the key also lists an endpoint's messages newest first.
     primaryKey({ columns: [table.endpointId, table.messageId] }),
-    index('webhook_deliveries_due_idx').on(table.nextAttemptAt).where(sql`${table.status} = 'pending'`),
+    // The worker's claim: per enabled endpoint, its due deliveries in schedule order.
+    index('webhook_deliveries_due_idx')
+      .on(table.endpointId, table.nextAttemptAt)
+      .where(sql`${table.status} = 'pending'`),
   ],
 )
 

@@ -1,4 +1,4 @@
-import { Elysia, t } from 'elysia'
+import { Elysia } from 'elysia'
 import type { AppContext } from '../../context'
 import { ErrorBody, managementErrors } from '../../lib/schemas'
 import { rejectUnknownFields } from '../../lib/strict-body'
@@ -14,9 +14,9 @@ import {
   MessageList,
   MessageListQuery,
   MessageParams,
+  QueuedMessage,
   RecoverBody,
   RecoverResult,
-  TestResult,
   UpdateEndpointBody,
 } from './model'
 import { webhookEndpointsService } from './service'
@@ -123,7 +123,7 @@ export function webhookEndpointsModule(ctx: AppContext) {
       {
         auth,
         params: EndpointIdParams,
-        response: { 202: TestResult, ...withNotFound, 409: ErrorBody },
+        response: { 202: QueuedMessage, ...withNotFound, 409: ErrorBody },
         detail: {
           tags,
           summary: 'Send a ping event',
@@ -150,12 +150,12 @@ export function webhookEndpointsModule(ctx: AppContext) {
       '/:id/messages/:message_id/retry',
       async ({ principal, params, status }) => {
         await service.retryMessage(principal.organizationId, params.id, params.message_id)
-        return status(202, undefined)
+        return status(202, { message_id: params.message_id.toLowerCase() })
       },
       {
         auth,
         params: MessageParams,
-        response: { 202: t.Void({ description: 'Queued for an attempt now; no body' }), ...withNotFound },
+        response: { 202: QueuedMessage, ...withNotFound },
         detail: {
           tags,
           summary: 'Retry a message now',

@@ -234,8 +234,11 @@ export const RecoverResult = t.Object({
   queued: t.Integer({ description: 'how many failed messages were queued again' }),
 })
 
-export const TestResult = t.Object({
-  message_id: t.String({ format: 'uuid', description: 'the `ping` message queued for the endpoint' }),
+export const QueuedMessage = t.Object({
+  message_id: t.String({
+    format: 'uuid',
+    description: 'the message queued for an attempt now (its `webhook-id`)',
+  }),
 })
 
 // ---------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ import {
   webhookMessages,
   webhookSources,
 } from '../../db/schema'
+import { newId } from '../../lib/ids'
 import type { EventType, MessageStatus } from './model'
 
 export type EndpointRow = typeof webhookEndpoints.$inferSelect
@@ -278,3 +279,179 @@ with targets as (
   returning 1
 )
 select count(*)::int as queued from queued`
+
+/** A delivery taken by a worker: what it needs to send one attempt. */
+export interface ClaimedDelivery {
+  endpoint_id: string
+  message_id: string
+  organization_id: string
+  event_type: string
+  attempt_count: number
+  payload: Record<string, unknown>
+  message_created_at: string | Date
+  url: string
+  secret_ciphertext: string
+  previous_secret_ciphertext: string | null
+  previous_secret_expires_at: string | Date | null
+  failing_since: string | Date | null
+}
+
+/** How an attempt ended, as recorded. */
+export interface AttemptOutcome {
+  attemptedAt: Date
+  responseStatus: number | null
+  durationMs: number
+  responseBody: string | null
+  error: string | null
+  succeeded: boolean
+  /** Null: give up (`failed`); otherwise the next attempt's time. */
+  nextAttemptAt: Date | null
+}
+
+/**
+ * The outbox as a job queue (FOR UPDATE SKIP LOCKED over webhook_deliveries): claims, results and
+ * releases. Every write after the claim is conditional on the claim token, so a worker whose lease
+ * ran out (it stalled past the attempt time limit and another replica took the delivery) changes
+ * nothing.
+ */
+export class DeliveryQueueRepository {
+  constructor(private readonly ctx: AppContext) {}
+
+  /**
+   * Up to `limit` due deliveries of enabled endpoints, at most `room(endpoint)` per endpoint (its
+   * in-flight cap minus what this worker already has in flight there, passed as JSON), oldest first
+   * per endpoint. Claimed rows get the token and a lease (`next_attempt_at` = `leaseUntil`).
+   */
+  async claim(options: {
+    now: Date
+    leaseUntil: Date
+    token: string
+    limit: number
+    perEndpoint: number
+    inFlight: Record<string, number>
+  }): Promise<ClaimedDelivery[]> {
+    return this.ctx.database.query<ClaimedDelivery>(CLAIM_SQL, [
+      options.now.toISOString(),
+      options.limit,
+      options.perEndpoint,
+      JSON.stringify(options.inFlight),
+      options.leaseUntil.toISOString(),
+      options.token,
+    ])
+  }
+
+  /** Stores the attempt and the delivery's new state; false when the claim was lost meanwhile. */
+  async record(delivery: ClaimedDelivery, token: string, outcome: AttemptOutcome): Promise<boolean> {
+    const rows = await this.ctx.database.query<{ recorded: boolean }>(RECORD_SQL, [
+      delivery.endpoint_id,
+      delivery.message_id,
+      token,
+      outcome.succeeded ? 'succeeded' : outcome.nextAttemptAt ? 'pending' : 'failed',
+      (outcome.nextAttemptAt ?? outcome.attemptedAt).toISOString(),
+      outcome.attemptedAt.toISOString(),
+      outcome.responseStatus,
+      newId(),
+      outcome.durationMs,
+      outcome.responseBody,
+      outcome.error,
+      outcome.succeeded,
+    ])
+    return rows[0]?.recorded ?? false
+  }
+
+  /** Gives claimed deliveries back untried (shutdown): due at once, the attempt not counted. */
+  async release(token: string, now: Date): Promise<void> {
+    await this.ctx.database.query(
+      `update webhook_deliveries set next_attempt_at = $2::timestamptz, attempt_count = attempt_count - 1,
+         claim_token = null
+       where claim_token = $1::uuid and status = 'pending'`,
+      [token, now.toISOString()],
+    )
+  }
+
+  /**
+   * Disables the endpoint if it is still failing since `failingBefore` or earlier, and gives up its
+   * pending deliveries. Returns the endpoint when this call disabled it (once, whatever the number
+   * of workers that noticed).
+   */
+  async disableIfFailingSince(
+    endpointId: string,
+    failingBefore: Date,
+    now: Date,
+  ): Promise<{ id: string; organizationId: string; url: string; failingSince: Date } | null> {
+    const rows = await this.ctx.database.query<{
+      id: string
+      organization_id: string
+      url: string
+      failing_since: string | Date
+    }>(
+      `with disabled as (
+         update webhook_endpoints set enabled = false, disabled_reason = 'failing_for_5_days', updated_at = $3::timestamptz
+         where id = $1::uuid and enabled and failing_since <= $2::timestamptz
+         returning id, organization_id, url, failing_since
+       ), given_up as (
+         update webhook_deliveries d set status = 'failed', claim_token = null
+         from disabled where d.endpoint_id = disabled.id and d.status = 'pending'
+       )
+       select * from disabled`,
+      [endpointId, failingBefore.toISOString(), now.toISOString()],
+    )
+    const row = rows[0]
+    return row
+      ? {
+          id: row.id,
+          organizationId: row.organization_id,
+          url: row.url,
+          failingSince: new Date(row.failing_since),
+        }
+      : null
+  }
+}
+
+// Endpoints with something due, then per endpoint its oldest due rows up to its room. SKIP LOCKED:
+// rows another worker is claiming right now are left to it, never waited for.
+const CLAIM_SQL = `
+with due_endpoints as (
+  select e.id, $3::int - coalesce(($4::jsonb ->> e.id::text)::int, 0) as room
+  from webhook_endpoints e
+  where e.enabled and exists (
+    select 1 from webhook_deliveries d
+    where d.endpoint_id = e.id and d.status = 'pending' and d.next_attempt_at <= $1::timestamptz)
+), chosen as (
+  select x.endpoint_id, x.message_id from due_endpoints de
+  cross join lateral (
+    select d.endpoint_id, d.message_id from webhook_deliveries d
+    where d.endpoint_id = de.id and d.status = 'pending' and d.next_attempt_at <= $1::timestamptz
+    order by d.next_attempt_at
+    limit greatest(de.room, 0)
+    for update skip locked
+  ) x
+  limit $2::int
+)
+update webhook_deliveries d
+set next_attempt_at = $5::timestamptz, claim_token = $6::uuid, attempt_count = d.attempt_count + 1
+from chosen c, webhook_messages m, webhook_endpoints e
+where d.endpoint_id = c.endpoint_id and d.message_id = c.message_id and m.id = d.message_id and e.id = d.endpoint_id
+returning d.endpoint_id, d.message_id, d.organization_id, d.event_type, d.attempt_count, m.payload,
+  m.created_at as message_created_at, e.url, e.secret_ciphertext, e.previous_secret_ciphertext,
+  e.previous_secret_expires_at, e.failing_since`
+
+// The delivery's new state, its attempt, and the endpoint's failure streak (started by a failure,
+// ended by a success), all only while the claim is still this worker's.
+const RECORD_SQL = `
+with delivery as (
+  update webhook_deliveries
+  set status = $4::text, next_attempt_at = $5::timestamptz, last_attempt_at = $6::timestamptz,
+    last_response_status = $7::smallint, claim_token = null
+  where endpoint_id = $1::uuid and message_id = $2::uuid and claim_token = $3::uuid
+  returning endpoint_id, message_id
+), attempt as (
+  insert into webhook_attempts (id, endpoint_id, message_id, attempted_at, response_status, duration_ms, response_body, error)
+  select $8::uuid, endpoint_id, message_id, $6::timestamptz, $7::smallint, $9::real, $10::text, $11::text from delivery
+), streak as (
+  update webhook_endpoints e
+  set failing_since = case when $12::boolean then null else coalesce(e.failing_since, $6::timestamptz) end
+  from delivery where e.id = delivery.endpoint_id
+    and (case when $12::boolean then e.failing_since is not null else e.failing_since is null end)
+)
+select exists (select 1 from delivery) as recorded`
