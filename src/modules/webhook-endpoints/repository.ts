@@ -340,23 +340,30 @@ export class DeliveryQueueRepository {
     ])
   }
 
-  /** Stores the attempt and the delivery's new state; false when the claim was lost meanwhile. */
-  async record(delivery: ClaimedDelivery, token: string, outcome: AttemptOutcome): Promise<boolean> {
-    const rows = await this.ctx.database.query<{ recorded: boolean }>(RECORD_SQL, [
-      delivery.endpoint_id,
-      delivery.message_id,
+  /**
+   * Stores attempts and their deliveries' new state, any number in one statement (the worker
+   * collects the attempts that end in one event-loop turn). Returns the keys (`endpoint_id:message_id`)
+   * that were recorded; one whose claim was lost meanwhile is not.
+   */
+  async record(results: Array<{ delivery: ClaimedDelivery; token: string; outcome: AttemptOutcome }>) {
+    const items = results.map(({ delivery, token, outcome }) => ({
+      endpoint_id: delivery.endpoint_id,
+      message_id: delivery.message_id,
       token,
-      outcome.succeeded ? 'succeeded' : outcome.nextAttemptAt ? 'pending' : 'failed',
-      (outcome.nextAttemptAt ?? outcome.attemptedAt).toISOString(),
-      outcome.attemptedAt.toISOString(),
-      outcome.responseStatus,
-      newId(),
-      outcome.durationMs,
-      outcome.responseBody,
-      outcome.error,
-      outcome.succeeded,
+      status: outcome.succeeded ? 'succeeded' : outcome.nextAttemptAt ? 'pending' : 'failed',
+      next_attempt_at: (outcome.nextAttemptAt ?? outcome.attemptedAt).toISOString(),
+      attempted_at: outcome.attemptedAt.toISOString(),
+      response_status: outcome.responseStatus,
+      attempt_id: newId(),
+      duration_ms: outcome.durationMs,
+      response_body: outcome.responseBody,
+      error: outcome.error,
+      succeeded: outcome.succeeded,
+    }))
+    const rows = await this.ctx.database.query<{ endpoint_id: string; message_id: string }>(RECORD_SQL, [
+      JSON.stringify(items),
     ])
-    return rows[0]?.recorded ?? false
+    return new Set(rows.map((row) => `${row.endpoint_id}:${row.message_id}`))
   }
 
   /** Gives claimed deliveries back untried (shutdown): due at once, the attempt not counted. */
@@ -436,22 +443,37 @@ returning d.endpoint_id, d.message_id, d.organization_id, d.event_type, d.attemp
   m.created_at as message_created_at, e.url, e.secret_ciphertext, e.previous_secret_ciphertext,
   e.previous_secret_expires_at, e.failing_since`
 
-// The delivery's new state, its attempt, and the endpoint's failure streak (started by a failure,
-// ended by a success), all only while the claim is still this worker's.
+// The deliveries' new state, their attempts, and each endpoint's failure streak (started by its
+// first failure after its last success, ended by a success), only for claims still held.
 const RECORD_SQL = `
-with delivery as (
-  update webhook_deliveries
-  set status = $4::text, next_attempt_at = $5::timestamptz, last_attempt_at = $6::timestamptz,
-    last_response_status = $7::smallint, claim_token = null
-  where endpoint_id = $1::uuid and message_id = $2::uuid and claim_token = $3::uuid
-  returning endpoint_id, message_id
+with input as (
+  select * from jsonb_to_recordset($1::jsonb) as x(endpoint_id uuid, message_id uuid, token uuid, status text,
+    next_attempt_at timestamptz, attempted_at timestamptz, response_status smallint, attempt_id uuid,
+    duration_ms real, response_body text, error text, succeeded boolean)
+), delivery as (
+  update webhook_deliveries d
+  set status = i.status, next_attempt_at = i.next_attempt_at, last_attempt_at = i.attempted_at,
+    last_response_status = i.response_status, claim_token = null
+  from input i
+  where d.endpoint_id = i.endpoint_id and d.message_id = i.message_id and d.claim_token = i.token
+  returning d.endpoint_id, d.message_id
+), recorded as (
+  select i.* from input i join delivery d on d.endpoint_id = i.endpoint_id and d.message_id = i.message_id
 ), attempt as (
   insert into webhook_attempts (id, endpoint_id, message_id, attempted_at, response_status, duration_ms, response_body, error)
-  select $8::uuid, endpoint_id, message_id, $6::timestamptz, $7::smallint, $9::real, $10::text, $11::text from delivery
+  select attempt_id, endpoint_id, message_id, attempted_at, response_status, duration_ms, response_body, error
+  from recorded
+), by_endpoint as (
+  select endpoint_id, max(attempted_at) filter (where succeeded) as last_success,
+    min(attempted_at) filter (where not succeeded) as first_failure
+  from recorded group by endpoint_id
 ), streak as (
   update webhook_endpoints e
-  set failing_since = case when $12::boolean then null else coalesce(e.failing_since, $6::timestamptz) end
-  from delivery where e.id = delivery.endpoint_id
-    and (case when $12::boolean then e.failing_since is not null else e.failing_since is null end)
+  set failing_since = case
+    when b.last_success is null then coalesce(e.failing_since, b.first_failure)
+    else (select min(r.attempted_at) from recorded r
+          where r.endpoint_id = b.endpoint_id and not r.succeeded and r.attempted_at > b.last_success)
+  end
+  from by_endpoint b where e.id = b.endpoint_id
 )
-select exists (select 1 from delivery) as recorded`
+select endpoint_id, message_id from delivery`
