@@ -65,12 +65,8 @@ export async function createContext(config: Config, overrides: ContextOverrides 
   // Batched: one write per event-loop turn, not one per request line (flushed on exit).
   const logger = overrides.logger ?? createLogger(config.logLevel, bufferedStdoutSink())
   const clock = overrides.clock ?? systemClock
-  const secrets = openSecretBox(config)
-  if (secrets.source === 'data_dir' && config.databaseUrl) {
-    logger.warn(
-      'WEBHOOK_SECRETS_KEY is not set: webhook secrets are encrypted with a key kept in DATA_DIR; replicas must share one key',
-    )
-  }
+  // Opened on first use: a CLI run or a replica that never touches a webhook secret makes no key file.
+  let secretBox: SecretBox | undefined
   const closers: Array<() => Promise<void> | void> = []
   const database =
     overrides.database ?? (await openDatabase(config, { inMemory: overrides.inMemoryDatabase }))
@@ -100,7 +96,10 @@ export async function createContext(config: Config, overrides: ContextOverrides 
     limiter,
     logger,
     clock,
-    secretBox: secrets.box,
+    get secretBox() {
+      secretBox ??= openSecretBox(config).box
+      return secretBox
+    },
     lifecycle: { draining: false, databaseUnavailableAt: Number.NEGATIVE_INFINITY },
     onClose(task) {
       closers.push(task)

@@ -68,15 +68,24 @@ try {
 }
 
 // Health roll-up, log retention, planner statistics and outbound webhooks: timers stopped by
-// ctx.close() on shutdown. The webhook worker is woken by this replica's writes and by NOTIFY; its
-// in-flight attempts finish or are handed back on shutdown (its own ctx.onClose hook).
-try {
-  await deliveryWorker(ctx).start()
-} catch (error) {
-  logger.error('webhook delivery worker failed to start: start-up stopped', { error: describeError(error) })
-  await ctx.close()
-  process.exit(1)
+// ctx.close() on shutdown. The webhook worker is woken by this replica's writes and polled by its
+// job; its in-flight attempts finish or are handed back on shutdown (its own ctx.onClose hook).
+if (!config.webhookSecretsKey) {
+  // Made (or read) now, so an unwritable DATA_DIR stops start-up rather than the first endpoint.
+  try {
+    void ctx.secretBox
+  } catch (error) {
+    logger.error('webhook secrets key unusable: start-up stopped', { error: describeError(error) })
+    await ctx.close()
+    process.exit(1)
+  }
+  if (config.databaseUrl) {
+    logger.warn(
+      'WEBHOOK_SECRETS_KEY is not set: webhook secrets are encrypted with a key kept in DATA_DIR; replicas sharing this database must share that key (set WEBHOOK_SECRETS_KEY)',
+    )
+  }
 }
+deliveryWorker(ctx).start()
 startPeriodicJobs(ctx, [
   ...deliveryLogJobs(ctx),
   ...webhookJobs(ctx),

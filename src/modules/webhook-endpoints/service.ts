@@ -120,7 +120,7 @@ export class WebhookEndpointsService {
     changes.updatedAt = new Date(this.ctx.clock.now())
     const row = await this.repository.update(organizationId, id, changes)
     if (!row) throw notFound()
-    if (body.enabled) await deliverySignal(this.ctx).announce(this.ctx)
+    if (body.enabled) deliverySignal(this.ctx).wake()
     return toEndpointRecord(row, (await this.repository.stats([row.id])).get(row.id))
   }
 
@@ -191,13 +191,13 @@ export class WebhookEndpointsService {
     if (!isUuid(messageId) || !(await this.repository.retryNow(endpoint.id, messageId, now))) {
       throw errors.notFound('message')
     }
-    await deliverySignal(this.ctx).announce(this.ctx)
+    deliverySignal(this.ctx).wake()
   }
 
   async recover(organizationId: string, id: string, since: string): Promise<number> {
     const endpoint = await this.require(organizationId, id)
     const queued = await this.repository.recover(endpoint.id, new Date(since), new Date(this.ctx.clock.now()))
-    if (queued > 0) await deliverySignal(this.ctx).announce(this.ctx)
+    if (queued > 0) deliverySignal(this.ctx).wake()
     return queued
   }
 
@@ -220,7 +220,7 @@ export class WebhookEndpointsService {
   /** Writes an event for the organization's subscribed endpoints and wakes the workers. */
   async enqueue(event: NewEvent): Promise<number> {
     const queued = await this.repository.enqueue(event)
-    if (queued > 0) await deliverySignal(this.ctx).announce(this.ctx)
+    if (queued > 0) deliverySignal(this.ctx).wake()
     return queued
   }
 

@@ -1,13 +1,13 @@
 import type { AppContext } from '../../context'
 import { perContext } from '../../lib/memo'
 
-export const DELIVERIES_CHANNEL = 'lead_capture_webhook_due'
-
 /**
- * Wakes the delivery worker when deliveries become due, so a new event goes out at once rather than
- * at the next poll. In-process for events written by this replica (the lead path: no NOTIFY inside
- * its transaction, which would serialise commits on PostgreSQL's notification queue lock), and
- * through NOTIFY for the rarer events of the management API, so every replica's worker can take them.
+ * Wakes this replica's delivery worker when it wrote something due, so an event goes out at once
+ * rather than at the next poll: after an ingest group with events, and after the management API or a
+ * job queued messages. In process only. NOTIFY inside the lead transaction would serialise every
+ * commit on PostgreSQL's notification queue lock, and a LISTEN for the worker would open a
+ * connection per replica at start-up that nothing else needs yet; the replica that writes an event
+ * sends it, and every replica's one-second poll picks up the rest (retries, leases that ran out).
  */
 export class DeliverySignal {
   private readonly listeners = new Set<() => void>()
@@ -17,19 +17,8 @@ export class DeliverySignal {
     return () => this.listeners.delete(listener)
   }
 
-  /** This replica's worker only. */
   wake(): void {
     for (const listener of this.listeners) listener()
-  }
-
-  /** Every replica's worker; a failed NOTIFY is left to their poll. */
-  async announce(ctx: AppContext): Promise<void> {
-    this.wake()
-    try {
-      await ctx.database.notify(DELIVERIES_CHANNEL, '')
-    } catch (error) {
-      ctx.logger.warn('webhook wake-up not announced; other replicas will poll', { error })
-    }
   }
 }
 

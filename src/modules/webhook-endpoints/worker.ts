@@ -6,7 +6,7 @@ import { perContext } from '../../lib/memo'
 import { parseOutboundUrl, resolveOutboundTarget } from '../../lib/outbound-url'
 import { type AttemptOutcome, type ClaimedDelivery, DeliveryQueueRepository } from './repository'
 import { webhookEndpointsService } from './service'
-import { DELIVERIES_CHANNEL, deliverySignal } from './signal'
+import { deliverySignal } from './signal'
 
 /** Waits after the 1st, 2nd… failed attempt; after the last one the message is `failed`. */
 export const RETRY_SCHEDULE_MS = [
@@ -38,8 +38,9 @@ const USER_AGENT = 'lead-capture-webhooks/1'
 /**
  * The delivery worker of one replica. Claims due deliveries (webhook_deliveries as a SKIP LOCKED
  * queue, so replicas never take the same one), sends each as a signed Standard Webhooks request,
- * records the attempt and schedules the next. Woken at once by this replica's writes (in-process)
- * and by NOTIFY from the management API; polls every second in case a wake-up was missed.
+ * records the attempt and schedules the next. Woken at once by this replica's writes (in process,
+ * signal.ts); polls every second for the rest (retries that came due, other replicas' events when
+ * their replica is gone, leases that ran out).
  */
 export class DeliveryWorker {
   private readonly queue: DeliveryQueueRepository
@@ -60,16 +61,11 @@ export class DeliveryWorker {
     this.results = new ResultBuffer(this.queue)
   }
 
-  /** Wake-ups and the shutdown hook; the poll is a periodic job (webhookJobs). */
-  async start(): Promise<void> {
+  /** In-process wake-ups and the shutdown hook; the poll is a periodic job (webhookJobs). */
+  start(): void {
     if (this.started) return
     this.started = true
     deliverySignal(this.ctx).subscribe(() => this.wake())
-    await this.ctx.database.listen(
-      DELIVERIES_CHANNEL,
-      () => this.wake(),
-      () => this.wake(),
-    )
     this.ctx.onClose(() => this.stop(this.ctx.config.shutdownTimeoutMs))
     this.wake()
   }
