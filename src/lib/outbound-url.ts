@@ -111,7 +111,8 @@ export async function resolveOutboundTarget(
       )
     }
   }
-  return { url, address: addresses[0]! }
+  // IPv4 first: a replica without IPv6 egress would otherwise fail on every dual-stack receiver.
+  return { url, address: addresses.find((address) => isIP(address) === 4) ?? addresses[0]! }
 }
 
 function refused(path: string, message: string) {

@@ -434,6 +434,18 @@ describe('webhook delivery: SSRF at delivery time and the in-flight cap', () => 
     expect(attempt!.responseStatus).toBeNull()
   })
 
+  test('a hostname is resolved once, checked, and connected to by address; Host keeps the name', async () => {
+    const { ctx, organization, worker } = await setup()
+    const target = receiver()
+    const endpoint = await createWebhookEndpoint(ctx, organization.id, {
+      url: target.url.replace('127.0.0.1', 'localhost'),
+    })
+    await webhookEndpointsService(ctx).ping(organization.id, endpoint.id)
+    await worker.deliverDue()
+    expect(target.received.map((entry) => entry.headers.host)).toEqual([`localhost:${target.port}`])
+    expect(signedWith(endpoint.secret, target.received[0]!)).toBe(true)
+  })
+
   test(`one slow receiver holds at most ${IN_FLIGHT_PER_ENDPOINT} requests; others are served meanwhile`, async () => {
     const { ctx, organization, worker } = await setup()
     let release: () => void = () => {}
