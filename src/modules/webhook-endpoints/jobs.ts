@@ -1,6 +1,7 @@
 import type { AppContext } from '../../context'
 import type { PeriodicJob } from '../../lib/periodic'
 import { announceExpiringTokens, announceSourceStatusChanges } from './events'
+import { purgeExpiredMessages } from './retention'
 import { deliveryWorker, POLL_INTERVAL_MS } from './worker'
 
 const SOURCE_STATUS_INTERVAL_MS = 60_000
@@ -31,6 +32,12 @@ export function webhookJobs(ctx: AppContext): PeriodicJob[] {
       firstDelayMs: 20_000,
       intervalMs: PAT_EXPIRY_INTERVAL_MS,
       run: () => announceExpiringTokens(ctx),
+    },
+    {
+      name: 'webhook message retention',
+      firstDelayMs: 45_000,
+      intervalMs: PAT_EXPIRY_INTERVAL_MS,
+      run: (shouldStop) => purgeExpiredMessages(ctx, ctx.clock.now(), { shouldStop }),
     },
   ]
 }
