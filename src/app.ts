@@ -11,6 +11,7 @@ import { leadsModule } from './modules/leads'
 import { membersModule } from './modules/members'
 import { patModule } from './modules/pat'
 import { sourcesModule } from './modules/sources'
+import { webhookEndpointsModule } from './modules/webhook-endpoints'
 import { errorsPlugin } from './plugins/errors'
 import { inputGuardPlugin } from './plugins/input-guard'
 import { openapiPlugin } from './plugins/openapi'
@@ -59,6 +60,7 @@ export function createApp(ctx: AppContext, options: { tracker?: BuiltTracker } =
     .use(leadsModule(ctx))
     .use(patModule(ctx))
     .use(membersModule(ctx))
+    .use(webhookEndpointsModule(ctx))
     .use(dashboardModule(ctx))
   routes.load(app.routes)
   return app

@@ -25,6 +25,10 @@ export const EnvSchema = Type.Object({
   DATABASE_POOL_SIZE: Type.Integer({ minimum: 1, maximum: 200, default: 10 }),
   SHUTDOWN_TIMEOUT_MS: Type.Integer({ minimum: 0, maximum: 600_000, default: 10_000 }),
   SHUTDOWN_DELAY_MS: Type.Integer({ minimum: 0, maximum: 600_000, default: 5_000 }),
+  // 32 bytes, base64: encrypts webhook signing secrets at rest (unset: a key kept in DATA_DIR).
+  WEBHOOK_SECRETS_KEY: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9+/]{43}=$' })),
+  OUTBOUND_ALLOW_PRIVATE_NETWORKS: Type.Boolean({ default: false }),
+  WEBHOOK_TIMEOUT_MS: Type.Integer({ minimum: 100, maximum: 60_000, default: 15_000 }),
 })
 
 export type Env = Static<typeof EnvSchema>
@@ -48,6 +52,12 @@ export interface Config {
   shutdownTimeoutMs: number
   /** After SIGTERM: /readyz answers 503 and everything else is still served for this long. */
   shutdownDelayMs: number
+  /** Base64 key that encrypts webhook signing secrets; undefined: one is made and kept in DATA_DIR. */
+  webhookSecretsKey: string | undefined
+  /** Lets outbound webhooks reach private addresses and plain http (tests, on-premise installs). */
+  outboundAllowPrivateNetworks: boolean
+  /** An outbound webhook attempt fails when the receiver has not answered within this time. */
+  webhookTimeoutMs: number
 }
 
 export class ConfigError extends Error {
@@ -112,6 +122,9 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
     databasePoolSize: env.DATABASE_POOL_SIZE,
     shutdownTimeoutMs: env.SHUTDOWN_TIMEOUT_MS,
     shutdownDelayMs: env.SHUTDOWN_DELAY_MS,
+    webhookSecretsKey: env.WEBHOOK_SECRETS_KEY,
+    outboundAllowPrivateNetworks: env.OUTBOUND_ALLOW_PRIVATE_NETWORKS,
+    webhookTimeoutMs: env.WEBHOOK_TIMEOUT_MS,
   }
 }
 

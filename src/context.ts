@@ -4,6 +4,7 @@ import { type Database, type DatabaseHandle, openDatabase } from './db/client'
 import { type Clock, systemClock } from './lib/clock'
 import { bufferedStdoutSink, createLogger, type Logger } from './lib/logger'
 import { MemoryRateLimiter, type RateLimiter, RedisRateLimiter } from './lib/rate-limit'
+import { openSecretBox, type SecretBox } from './lib/secrets'
 
 /**
  * Everything with a lifetime longer than a request, built once at start-up and passed down.
@@ -17,6 +18,8 @@ export interface AppContext {
   limiter: RateLimiter
   logger: Logger
   clock: Clock
+  /** Encrypts the secrets the service must read back (webhook signing secrets). */
+  secretBox: SecretBox
   lifecycle: Lifecycle
   /** Resources to release on shutdown, in reverse order of creation. */
   onClose(task: () => Promise<void> | void): void
@@ -62,6 +65,8 @@ export async function createContext(config: Config, overrides: ContextOverrides 
   // Batched: one write per event-loop turn, not one per request line (flushed on exit).
   const logger = overrides.logger ?? createLogger(config.logLevel, bufferedStdoutSink())
   const clock = overrides.clock ?? systemClock
+  // Opened on first use: a CLI run or a replica that never touches a webhook secret makes no key file.
+  let secretBox: SecretBox | undefined
   const closers: Array<() => Promise<void> | void> = []
   const database =
     overrides.database ?? (await openDatabase(config, { inMemory: overrides.inMemoryDatabase }))
@@ -91,6 +96,10 @@ export async function createContext(config: Config, overrides: ContextOverrides 
     limiter,
     logger,
     clock,
+    get secretBox() {
+      secretBox ??= openSecretBox(config).box
+      return secretBox
+    },
     lifecycle: { draining: false, databaseUnavailableAt: Number.NEGATIVE_INFINITY },
     onClose(task) {
       closers.push(task)

@@ -6,6 +6,8 @@ import { refreshPlannerStatistics, STATISTICS_CHECK_INTERVAL_MS } from './db/pla
 import { describeError } from './lib/errors'
 import { startPeriodicJobs } from './lib/periodic'
 import { deliveryLogJobs } from './modules/delivery-logs/jobs'
+import { webhookJobs } from './modules/webhook-endpoints/jobs'
+import { deliveryWorker } from './modules/webhook-endpoints/worker'
 import { type BuiltTracker, buildTracker } from './tracker'
 
 /** Start-up only: config → context → migrations → tracker build → listen → signals. */
@@ -65,9 +67,28 @@ try {
   process.exit(1)
 }
 
-// Health roll-up, log retention and planner statistics: timers stopped by ctx.close() on shutdown.
+// Health roll-up, log retention, planner statistics and outbound webhooks: timers stopped by
+// ctx.close() on shutdown. The webhook worker is woken by this replica's writes and polled by its
+// job; its in-flight attempts finish or are handed back on shutdown (its own ctx.onClose hook).
+if (!config.webhookSecretsKey) {
+  // Made (or read) now, so an unwritable DATA_DIR stops start-up rather than the first endpoint.
+  try {
+    void ctx.secretBox
+  } catch (error) {
+    logger.error('webhook secrets key unusable: start-up stopped', { error: describeError(error) })
+    await ctx.close()
+    process.exit(1)
+  }
+  if (config.databaseUrl) {
+    logger.warn(
+      'WEBHOOK_SECRETS_KEY is not set: webhook secrets are encrypted with a key kept in DATA_DIR; replicas sharing this database must share that key (set WEBHOOK_SECRETS_KEY)',
+    )
+  }
+}
+deliveryWorker(ctx).start()
 startPeriodicJobs(ctx, [
   ...deliveryLogJobs(ctx),
+  ...webhookJobs(ctx),
   {
     name: 'planner statistics',
     firstDelayMs: STATISTICS_CHECK_INTERVAL_MS,

@@ -1,4 +1,6 @@
-import { timingSafeEqual } from 'node:crypto'
+import { createCipheriv, createDecipheriv, randomBytes, timingSafeEqual } from 'node:crypto'
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
 
 /**
  * The one home of raw secret bytes: generation, checksum, digest, comparison and masking.
@@ -95,6 +97,7 @@ export function secretHints(value: string): { first4: string; last4: string } {
 }
 
 const ANY_SECRET = /(flwh_|fl_pat_|fl_sess_)([0-9A-Za-z]{4})[0-9A-Za-z]{4,}([0-9A-Za-z]{4})/g
+const WEBHOOK_SECRET_IN_TEXT = /whsec_([A-Za-z0-9+/]{4})[A-Za-z0-9+/]{4,}={0,2}/g
 
 /**
  * A run of characters that may spell a secret once decoded: secret characters written as they
@@ -111,7 +114,7 @@ const ENCODED_UNIT = /[0-9A-Za-z_]|%(?:25)*([0-9A-Fa-f]{2})|\\u([0-9A-Fa-f]{4})/
  * masked JSON text still parses.
  */
 export function maskSecretsInText(text: string): string {
-  const plain = text.replace(ANY_SECRET, '$1$2…$3')
+  const plain = text.replace(ANY_SECRET, '$1$2…$3').replace(WEBHOOK_SECRET_IN_TEXT, 'whsec_$1…')
   if (!plain.includes('%') && !plain.includes('\\u')) return plain
   return plain.replace(ENCODED_RUN, maskEncodedRun)
 }
@@ -133,4 +136,82 @@ function maskEncodedRun(run: string): string {
     at = match.index + match[0].length
   }
   return at === 0 ? run : out + units.slice(at).join('')
+}
+
+/**
+ * Outbound webhook signing secrets (Standard Webhooks): `whsec_` + base64 of 24 random bytes. Unlike
+ * the keys above they cannot be stored as digests (the service must sign with them), so they are
+ * stored encrypted by a SecretBox.
+ */
+export const WEBHOOK_SECRET_PREFIX = 'whsec_'
+const WEBHOOK_SECRET_BYTES = 24
+
+export function generateWebhookSecret(): string {
+  return WEBHOOK_SECRET_PREFIX + randomBytes(WEBHOOK_SECRET_BYTES).toString('base64')
+}
+
+/** `whsec_AbCd…`: what logs and lists may show of a signing secret. */
+export function maskWebhookSecret(secret: string): string {
+  return `${secret.slice(0, WEBHOOK_SECRET_PREFIX.length + 4)}…`
+}
+
+const CIPHER = 'aes-256-gcm'
+const SEALED_VERSION = 'v1'
+const IV_BYTES = 12
+export const SECRETS_KEY_FILE = 'webhook-secrets.key'
+
+/**
+ * Authenticated encryption (AES-256-GCM) of secrets that must be read back. Sealed text is
+ * `v1.<iv>.<ciphertext>.<tag>` (base64url): a database dump holds only that, and a row copied to
+ * another organization's column still decrypts, so ownership is checked by the queries, not here.
+ */
+export class SecretBox {
+  private readonly key: Buffer
+
+  constructor(keyBase64: string) {
+    this.key = Buffer.from(keyBase64, 'base64')
+    if (this.key.length !== 32) throw new Error('the secrets key must be 32 bytes, base64-encoded')
+  }
+
+  seal(plain: string): string {
+    const iv = randomBytes(IV_BYTES)
+    const cipher = createCipheriv(CIPHER, this.key, iv)
+    const body = Buffer.concat([cipher.update(plain, 'utf8'), cipher.final()])
+    return [SEALED_VERSION, iv, body, cipher.getAuthTag()]
+      .map((part) => (typeof part === 'string' ? part : part.toString('base64url')))
+      .join('.')
+  }
+
+  open(sealed: string): string {
+    const [version, iv, body, tag] = sealed.split('.')
+    if (version !== SEALED_VERSION || !iv || body === undefined || !tag) {
+      throw new Error('not a sealed secret')
+    }
+    const decipher = createDecipheriv(CIPHER, this.key, Buffer.from(iv, 'base64url'))
+    decipher.setAuthTag(Buffer.from(tag, 'base64url'))
+    return Buffer.concat([decipher.update(Buffer.from(body, 'base64url')), decipher.final()]).toString('utf8')
+  }
+}
+
+/**
+ * The configured key, else the one kept in `DATA_DIR/webhook-secrets.key` (made on first use, mode
+ * 0600). Replicas on one PostgreSQL must share a key: set WEBHOOK_SECRETS_KEY for them.
+ */
+export function openSecretBox(config: { webhookSecretsKey: string | undefined; dataDir: string }): {
+  box: SecretBox
+  source: 'config' | 'data_dir'
+} {
+  if (config.webhookSecretsKey) return { box: new SecretBox(config.webhookSecretsKey), source: 'config' }
+  const path = join(config.dataDir, SECRETS_KEY_FILE)
+  if (!existsSync(path)) {
+    mkdirSync(config.dataDir, { recursive: true })
+    // `wx`: two processes starting together never overwrite each other's key.
+    try {
+      writeFileSync(path, `${randomBytes(32).toString('base64')}\n`, { flag: 'wx', mode: 0o600 })
+    } catch (error) {
+      if ((error as { code?: string }).code !== 'EEXIST') throw error
+    }
+  }
+  chmodSync(path, 0o600)
+  return { box: new SecretBox(readFileSync(path, 'utf8').trim()), source: 'data_dir' }
 }

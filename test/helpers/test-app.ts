@@ -22,6 +22,9 @@ export function testConfig(overrides: Record<string, string> = {}): Config {
     // app.handle has no socket: the peer counts as loopback, so tests can set X-Forwarded-For.
     TRUST_PROXY: '127.0.0.1/32,::1/128',
     DATABASE_POOL_SIZE: '4',
+    // A fixed test key, so tests never write one into DATA_DIR; receivers listen on loopback.
+    WEBHOOK_SECRETS_KEY: 'dGVzdC1vbmx5LXdlYmhvb2stc2VjcmV0cy1rZXktMzI=',
+    OUTBOUND_ALLOW_PRIVATE_NETWORKS: 'true',
     ...overrides,
   })
 }

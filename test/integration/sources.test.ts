@@ -483,7 +483,9 @@ describe('deleting a source or an organization', () => {
           const written = (await transaction.unsafe('select * from ingest_leads($1::jsonb)', [
             [ingestItem(organization.id, created.id, leadId)] as never,
           ])) as unknown as Array<Record<string, unknown>>
-          expect([...written]).toEqual([{ idx: 0, lead_id: leadId, outcome: 'created' }])
+          expect([...written]).toEqual([
+            { idx: 0, lead_id: leadId, outcome: 'created', webhook_events: false },
+          ])
         },
         () => call(app, token, 'DELETE', `${BASE}/${created.id}`),
       )

@@ -1,13 +1,22 @@
 import { describe, expect, test } from 'bun:test'
+import { randomBytes } from 'node:crypto'
+import { mkdtempSync, rmSync, statSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import fc from 'fast-check'
 import {
   digestSecret,
   digestsEqual,
   generateSecret,
+  generateWebhookSecret,
   isWellFormedSecret,
   maskSecret,
   maskSecretsInText,
+  maskWebhookSecret,
+  openSecretBox,
   SECRET_PREFIXES,
+  SECRETS_KEY_FILE,
+  SecretBox,
   type SecretKind,
 } from '../../src/lib/secrets'
 
@@ -131,6 +140,46 @@ describe('maskSecretsInText: every encoding of every character (issue 15 items 7
     )
     for (const text of ['/api/x%20y', '{"a":"\\u00e9"}', '%E2%82%AC 100%', 'fl_pat_short']) {
       expect(maskSecretsInText(text)).toBe(text)
+    }
+  })
+})
+
+describe('webhook signing secrets', () => {
+  test('whsec_ + base64 of 24 random bytes, masked in free text', () => {
+    const secret = generateWebhookSecret()
+    expect(secret).toMatch(/^whsec_[A-Za-z0-9+/]{32}$/)
+    expect(Buffer.from(secret.slice(6), 'base64')).toHaveLength(24)
+    const masked = maskSecretsInText(`rotated to ${secret} today`)
+    expect(masked).toBe(`rotated to ${maskWebhookSecret(secret)} today`)
+    expect(masked).not.toContain(secret.slice(10))
+  })
+
+  test('SecretBox: sealed text reveals nothing, opens to the secret, refuses tampering and other keys', () => {
+    const box = new SecretBox(randomBytes(32).toString('base64'))
+    const secret = generateWebhookSecret()
+    const sealed = box.seal(secret)
+    expect(sealed).toMatch(/^v1\.[\w-]+\.[\w-]+\.[\w-]+$/)
+    expect(sealed).not.toContain(secret.slice(6))
+    expect(box.seal(secret)).not.toBe(sealed)
+    expect(box.open(sealed)).toBe(secret)
+    const [version, iv, body, tag] = sealed.split('.')
+    const flipped = `${body!.slice(0, -2)}${body!.endsWith('AA') ? 'BB' : 'AA'}`
+    expect(() => box.open([version, iv, flipped, tag].join('.'))).toThrow()
+    expect(() => new SecretBox(randomBytes(32).toString('base64')).open(sealed)).toThrow()
+    expect(() => new SecretBox(randomBytes(16).toString('base64'))).toThrow()
+  })
+
+  test('without WEBHOOK_SECRETS_KEY a key is made once in DATA_DIR (mode 0600) and kept', () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'secrets-key-'))
+    try {
+      const first = openSecretBox({ webhookSecretsKey: undefined, dataDir })
+      const sealed = first.box.seal('whsec_x')
+      const second = openSecretBox({ webhookSecretsKey: undefined, dataDir })
+      expect(second.source).toBe('data_dir')
+      expect(second.box.open(sealed)).toBe('whsec_x')
+      expect(statSync(join(dataDir, SECRETS_KEY_FILE)).mode & 0o777).toBe(0o600)
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true })
     }
   })
 })

@@ -22,6 +22,8 @@ export const personalAccessTokens = pgTable(
     expiresAt: timestamp('expires_at', { withTimezone: true, mode: 'date' }),
     lastUsedAt: timestamp('last_used_at', { withTimezone: true, mode: 'date' }),
     revokedAt: timestamp('revoked_at', { withTimezone: true, mode: 'date' }),
+    // When the `pat.expiring` webhook event was written for this token (once per token).
+    expiryNoticeAt: timestamp('expiry_notice_at', { withTimezone: true, mode: 'date' }),
   },
   (table) => [
     uniqueIndex('personal_access_tokens_digest_unique').on(table.tokenDigest),

@@ -24,6 +24,8 @@ export const webhookSources = pgTable(
     updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
     keyRotatedAt: timestamp('key_rotated_at', { withTimezone: true, mode: 'date' }),
     lastRequestAt: timestamp('last_request_at', { withTimezone: true, mode: 'date' }),
+    // The health status last announced by a `source.status_changed` webhook event (null: none yet).
+    announcedHealthStatus: text('announced_health_status'),
   },
   (table) => [
     uniqueIndex('webhook_sources_key_digest_unique').on(table.keyDigest),

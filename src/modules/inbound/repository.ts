@@ -1,6 +1,7 @@
 import type { AppContext } from '../../context'
 import { isDatabaseUnavailable } from '../../lib/errors'
 import { newId } from '../../lib/ids'
+import { deliverySignal } from '../webhook-endpoints/signal'
 import type { NormalizedLead } from './normalize'
 
 /** A delivery-log entry for an inbound request that did not store a lead. */
@@ -29,7 +30,7 @@ export type RequestFacts = Pick<
   'receivedAt' | 'clientIp' | 'origin' | 'userAgent' | 'bodyBytes' | 'body' | 'bodyTruncated' | 'durationMs'
 >
 
-const GROUP_SQL = 'select idx, lead_id, outcome from ingest_leads($1::jsonb)'
+const GROUP_SQL = 'select idx, lead_id, outcome, webhook_events from ingest_leads($1::jsonb)'
 const LOG_SQL = 'select log_deliveries($1::jsonb) as written'
 /** Bounds one group's statement (about 1 MB of JSON at most; a group of inbound bodies is small). */
 const MAX_GROUP_SIZE = 200
@@ -204,7 +205,12 @@ export class InboundRepository {
     group.forEach((waiting, index) => {
       waiting.item.idx = index
     })
-    let rows: Array<{ idx: number; lead_id: string; outcome: IngestResult['outcome'] }>
+    let rows: Array<{
+      idx: number
+      lead_id: string
+      outcome: IngestResult['outcome']
+      webhook_events: boolean
+    }>
     try {
       rows = await this.ctx.database.query(GROUP_SQL, [JSON.stringify(group.map((waiting) => waiting.item))])
     } catch (error) {
@@ -225,6 +231,9 @@ export class InboundRepository {
       this.stats.groups++
       this.stats.groupedLeads += group.length
     }
+    // The group's webhook events (if its organization has endpoints) are committed: this replica's
+    // worker sends them at once.
+    if (rows[0]?.webhook_events) deliverySignal(this.ctx).wake()
     const answered = new Set<number>()
     for (const row of rows) {
       answered.add(row.idx)

@@ -1,0 +1,141 @@
+import { readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import postgres from 'postgres'
+import { loadConfig } from '../src/config'
+import { openDatabase } from '../src/db/client'
+import { runMigrations } from '../src/db/migrate'
+import { newId } from '../src/lib/ids'
+import { createMemoryLogger } from '../src/lib/logger'
+import { freshDatabase, log, medianBy, ROOT, round } from './support'
+
+/**
+ * `bun run bench:outbox`: what writing the webhook outbox inside ingest_leads() costs PostgreSQL,
+ * old function against new in the same run and the same database. The function of drizzle/0009
+ * (before the outbox) is created beside the current one as `ingest_leads_before`, read from its
+ * migration file. Three variants, each driven the same way (CLIENTS connections, each calling the
+ * function in a loop with groups of GROUP leads with distinct e-mails, for SECONDS):
+ *
+ *   before          0009's function, organization without endpoints
+ *   no endpoint     current function, organization without endpoints
+ *   one endpoint    current function, organization with one endpoint subscribed to lead.created
+ *                   (every lead also writes a message and a delivery)
+ *
+ * Rounds rotate the order of the variants (so none always runs on a warmer or more bloated table);
+ * every round is kept, the figure is the median round's leads/s per variant.
+ */
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 8)
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5)
+const CLIENTS = Number(process.env.BENCH_CLIENTS ?? 8)
+const GROUP = Number(process.env.BENCH_GROUP ?? 16)
+const SOURCES = 100
+
+type Variant = 'before' | 'no endpoint' | 'one endpoint'
+const VARIANTS: Variant[] = ['before', 'no endpoint', 'one endpoint']
+
+const url = await freshDatabase('lead_capture_bench_outbox')
+const config = loadConfig({ DATABASE_URL: url, LOG_LEVEL: 'silent' })
+const handle = await openDatabase(config)
+await runMigrations(config, handle, createMemoryLogger('silent'))
+await handle.close()
+
+const sql = postgres(url, { max: CLIENTS, onnotice: () => {}, prepare: true })
+const migration = readFileSync(join(ROOT, 'drizzle/0009_hot_tables_without_foreign_keys.sql'), 'utf8')
+const before = migration.slice(migration.indexOf('CREATE OR REPLACE FUNCTION ingest_leads'))
+await sql.unsafe(before.replace('FUNCTION ingest_leads(', 'FUNCTION ingest_leads_before('))
+
+async function organizationWithSources(withEndpoint: boolean): Promise<{ id: string; sources: string[] }> {
+  const id = newId()
+  await sql`insert into organizations (id, name, plan) values (${id}, 'bench', 'pro')`
+  const sources = Array.from({ length: SOURCES }, () => newId())
+  for (const sourceId of sources) {
+    await sql`insert into webhook_sources (id, organization_id, name, key_digest, key_hint)
+      values (${sourceId}, ${id}, 'bench', ${crypto.randomUUID()}, 'xxxx')`
+  }
+  if (withEndpoint) {
+    const now = new Date()
+    await sql`insert into webhook_endpoints (id, organization_id, url, event_types, secret_ciphertext, created_at, updated_at)
+      values (${newId()}, ${id}, 'http://127.0.0.1:9/', '["lead.created"]'::jsonb, 'v1.x.x.x', ${now}, ${now})`
+  }
+  return { id, sources }
+}
+
+const plain = await organizationWithSources(false)
+const subscribed = await organizationWithSources(true)
+await sql`analyze`
+
+function group(organization: { id: string; sources: string[] }) {
+  const receivedAt = new Date().toISOString()
+  return Array.from({ length: GROUP }, (_, idx) => {
+    const address = `bench-${crypto.randomUUID()}@example.com`
+    return {
+      idx,
+      organization_id: organization.id,
+      source_id: organization.sources[Math.floor(Math.random() * SOURCES)],
+      new_lead_id: newId(),
+      log_id: newId(),
+      first_name: 'Ada',
+      last_name: 'Lovelace',
+      email: address,
+      email_normalized: address,
+      phone_raw: null,
+      phone_e164: null,
+      status: 'new',
+      custom_fields: { company: 'Engines' },
+      attribution: {},
+      received_at: receivedAt,
+      client_ip: '127.0.0.1',
+      origin: null,
+      user_agent: 'bench',
+      body_bytes: 120,
+      body: '{"email":"…"}',
+      body_truncated: false,
+      duration_ms: 1,
+    }
+  })
+}
+
+async function drive(variant: Variant): Promise<number> {
+  const statement =
+    variant === 'before'
+      ? 'select * from ingest_leads_before($1::jsonb)'
+      : 'select * from ingest_leads($1::jsonb)'
+  const organization = variant === 'one endpoint' ? subscribed : plain
+  const deadline = performance.now() + SECONDS * 1000
+  let leads = 0
+  await Promise.all(
+    Array.from({ length: CLIENTS }, async () => {
+      while (performance.now() < deadline) {
+        await sql.unsafe(statement, [group(organization) as never])
+        leads += GROUP
+      }
+    }),
+  )
+  return leads / SECONDS
+}
+
+// Warm every variant once (plans, caches), not counted.
+for (const variant of VARIANTS) await drive(variant)
+const rounds: Array<Record<Variant, number>> = []
+for (let round_ = 0; round_ < ROUNDS; round_++) {
+  const figures = {} as Record<Variant, number>
+  const order = VARIANTS.map((_, index) => VARIANTS[(index + round_) % VARIANTS.length]!)
+  for (const variant of order) {
+    figures[variant] = round(await drive(variant), 0)
+    log(`round ${round_ + 1}: ${variant}: ${figures[variant]} leads/s`)
+  }
+  rounds.push(figures)
+}
+await sql.end()
+
+const median = (variant: Variant) => medianBy(rounds, (figures) => figures[variant])[variant]
+const result = {
+  method: { seconds: SECONDS, rounds: ROUNDS, clients: CLIENTS, group: GROUP, sources: SOURCES },
+  rounds,
+  median: Object.fromEntries(VARIANTS.map((variant) => [variant, median(variant)])),
+  ratio: {
+    noEndpointVsBefore: round(median('no endpoint') / median('before'), 3),
+    oneEndpointVsBefore: round(median('one endpoint') / median('before'), 3),
+  },
+}
+writeFileSync(join(ROOT, 'bench/results/outbox-ingest.json'), `${JSON.stringify(result, null, 2)}\n`)
+console.log(JSON.stringify(result, null, 2))

@@ -1,0 +1,128 @@
+import { sql } from 'drizzle-orm'
+import {
+  boolean,
+  foreignKey,
+  index,
+  integer,
+  jsonb,
+  pgTable,
+  primaryKey,
+  real,
+  smallint,
+  text,
+  timestamp,
+  uuid,
+} from 'drizzle-orm/pg-core'
+import { organizations } from './organizations'
+
+/** Where an organization's events are pushed (outbound webhooks). */
+export const webhookEndpoints = pgTable(
+  'webhook_endpoints',
+  {
+    id: uuid('id').primaryKey(),
+    organizationId: uuid('organization_id')
+      .notNull()
+      .references(() => organizations.id, { onDelete: 'cascade' }),
+    url: text('url').notNull(),
+    description: text('description').notNull().default(''),
+    // Empty: every event type; otherwise only these.
+    eventTypes: jsonb('event_types').$type<string[]>().notNull().default([]),
+    // Empty: leads of every source; otherwise only leads of these sources.
+    sourceIds: jsonb('source_ids').$type<string[]>().notNull().default([]),
+    enabled: boolean('enabled').notNull().default(true),
+    // The signing secret, encrypted with the configured key (lib/secrets.ts SecretBox): a database
+    // dump alone never yields a usable secret.
+    secretCiphertext: text('secret_ciphertext').notNull(),
+    // After a rotation the old secret signs alongside the new one until this time.
+    previousSecretCiphertext: text('previous_secret_ciphertext'),
+    previousSecretExpiresAt: timestamp('previous_secret_expires_at', { withTimezone: true, mode: 'date' }),
+    // Start of the current run of failed attempts (null after a success): five days of it disable.
+    failingSince: timestamp('failing_since', { withTimezone: true, mode: 'date' }),
+    disabledReason: text('disabled_reason'),
+    createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull(),
+    updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'date' }).notNull(),
+  },
+  (table) => [
+    index('webhook_endpoints_organization_idx').on(table.organizationId, table.id),
+    // ingest_leads() probes this once per lead: with no enabled endpoint it finds nothing at once.
+    index('webhook_endpoints_enabled_organization_idx').on(table.organizationId).where(sql`${table.enabled}`),
+  ],
+)
+
+/**
+ * One event (`lead.created`, `ping`…) as it is sent: its id is the `webhook-id` of every attempt, so
+ * receivers deduplicate on it. Written in the same transaction as what it describes; no foreign key
+ * (it is written by ingest_leads() on the hot path, and outlives nothing it refers to).
+ */
+export const webhookMessages = pgTable(
+  'webhook_messages',
+  {
+    id: uuid('id').primaryKey(),
+    organizationId: uuid('organization_id').notNull(),
+    eventType: text('event_type').notNull(),
+    // The `data` of the body `{type, timestamp, data}`.
+    payload: jsonb('payload').$type<Record<string, unknown>>().notNull(),
+    createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull(),
+  },
+  (table) => [index('webhook_messages_organization_idx').on(table.organizationId, table.id)],
+)
+
+/**
+ * A message on its way to one endpoint: the outbox row the worker claims. `next_attempt_at` is both
+ * the schedule and the lease: a claim moves it past the attempt's time limit, so a replica that dies
+ * mid-attempt leaves the row due again (same message id) once the lease runs out.
+ */
+export const webhookDeliveries = pgTable(
+  'webhook_deliveries',
+  {
+    messageId: uuid('message_id').notNull(),
+    endpointId: uuid('endpoint_id')
+      .notNull()
+      .references(() => webhookEndpoints.id, { onDelete: 'cascade' }),
+    organizationId: uuid('organization_id').notNull(),
+    eventType: text('event_type').notNull(),
+    // pending | succeeded | failed
+    status: text('status').notNull().default('pending'),
+    attemptCount: integer('attempt_count').notNull().default(0),
+    nextAttemptAt: timestamp('next_attempt_at', { withTimezone: true, mode: 'date' }).notNull(),
+    // Set by a claim; the attempt's result is only recorded by the claim that still holds it.
+    claimToken: uuid('claim_token'),
+    lastAttemptAt: timestamp('last_attempt_at', { withTimezone: true, mode: 'date' }),
+    lastResponseStatus: smallint('last_response_status'),
+    createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull(),
+  },
+  (table) => [
+    // Message ids are UUIDv7: the key also lists an endpoint's messages newest first.
+    primaryKey({ columns: [table.endpointId, table.messageId] }),
+    // The worker's claim: per enabled endpoint, its due deliveries in schedule order.
+    // Retention: a message is deleted once no delivery refers to it.
+    index('webhook_deliveries_message_idx').on(table.messageId),
+    index('webhook_deliveries_due_idx')
+      .on(table.endpointId, table.nextAttemptAt)
+      .where(sql`${table.status} = 'pending'`),
+  ],
+)
+
+/** One HTTP attempt of a delivery: what the receiver answered, and how fast. */
+export const webhookAttempts = pgTable(
+  'webhook_attempts',
+  {
+    id: uuid('id').primaryKey(),
+    endpointId: uuid('endpoint_id').notNull(),
+    messageId: uuid('message_id').notNull(),
+    attemptedAt: timestamp('attempted_at', { withTimezone: true, mode: 'date' }).notNull(),
+    responseStatus: smallint('response_status'),
+    durationMs: real('duration_ms').notNull(),
+    // The first 2 KB of the response body.
+    responseBody: text('response_body'),
+    // Why no response was had (timeout, refused address, connection error).
+    error: text('error'),
+  },
+  (table) => [
+    foreignKey({
+      columns: [table.endpointId, table.messageId],
+      foreignColumns: [webhookDeliveries.endpointId, webhookDeliveries.messageId],
+    }).onDelete('cascade'),
+    index('webhook_attempts_delivery_idx').on(table.endpointId, table.messageId, table.id),
+  ],
+)

@@ -1,0 +1,479 @@
+import { and, count, desc, eq, inArray, lt, max, sql } from 'drizzle-orm'
+import type { AppContext } from '../../context'
+import {
+  webhookAttempts,
+  webhookDeliveries,
+  webhookEndpoints,
+  webhookMessages,
+  webhookSources,
+} from '../../db/schema'
+import { newId } from '../../lib/ids'
+import type { EventType, MessageStatus } from './model'
+
+export type EndpointRow = typeof webhookEndpoints.$inferSelect
+export type NewEndpointRow = typeof webhookEndpoints.$inferInsert
+export type EndpointChanges = Partial<
+  Pick<
+    NewEndpointRow,
+    | 'url'
+    | 'description'
+    | 'eventTypes'
+    | 'sourceIds'
+    | 'enabled'
+    | 'disabledReason'
+    | 'failingSince'
+    | 'updatedAt'
+  >
+>
+export type AttemptRow = typeof webhookAttempts.$inferSelect
+
+export interface DeliveryStats {
+  pending: number
+  succeeded: number
+  failed: number
+  lastAttemptAt: Date | null
+}
+
+export interface MessageRow {
+  id: string
+  eventType: string
+  status: string
+  attemptCount: number
+  nextAttemptAt: Date
+  createdAt: Date
+  payload: Record<string, unknown>
+}
+
+/** An event to write: its message and one delivery per subscribed endpoint. */
+export interface NewEvent {
+  id: string
+  organizationId: string
+  type: EventType
+  data: Record<string, unknown>
+  createdAt: Date
+  /** Only endpoints that take leads of this source (the `source_ids` filter). */
+  sourceId?: string
+  /** Only this endpoint (a ping), whatever its event filter. */
+  endpointId?: string
+  /** Every endpoint but this one (the announcement that it was disabled). */
+  exceptEndpointId?: string
+}
+
+const ATTEMPTS_SHOWN = 20
+
+/** Drizzle queries on webhook endpoints and their messages, always scoped to an organization. */
+export class WebhookEndpointsRepository {
+  constructor(private readonly ctx: AppContext) {}
+
+  async findById(organizationId: string, id: string): Promise<EndpointRow | null> {
+    const [row] = await this.ctx.db
+      .select()
+      .from(webhookEndpoints)
+      .where(and(eq(webhookEndpoints.organizationId, organizationId), eq(webhookEndpoints.id, id)))
+    return row ?? null
+  }
+
+  list(organizationId: string, options: { limit: number; beforeId?: string }): Promise<EndpointRow[]> {
+    const conditions = [eq(webhookEndpoints.organizationId, organizationId)]
+    if (options.beforeId) conditions.push(lt(webhookEndpoints.id, options.beforeId))
+    return this.ctx.db
+      .select()
+      .from(webhookEndpoints)
+      .where(and(...conditions))
+      .orderBy(desc(webhookEndpoints.id))
+      .limit(options.limit + 1)
+  }
+
+  async countForOrganization(organizationId: string): Promise<number> {
+    const [row] = await this.ctx.db
+      .select({ total: count() })
+      .from(webhookEndpoints)
+      .where(eq(webhookEndpoints.organizationId, organizationId))
+    return row?.total ?? 0
+  }
+
+  /** The ids among `ids` that name sources of the organization. */
+  async existingSourceIds(organizationId: string, ids: string[]): Promise<Set<string>> {
+    if (ids.length === 0) return new Set()
+    const rows = await this.ctx.db
+      .select({ id: webhookSources.id })
+      .from(webhookSources)
+      .where(and(eq(webhookSources.organizationId, organizationId), inArray(webhookSources.id, ids)))
+    return new Set(rows.map((row) => row.id))
+  }
+
+  async insert(row: NewEndpointRow): Promise<EndpointRow> {
+    const [inserted] = await this.ctx.db.insert(webhookEndpoints).values(row).returning()
+    return inserted!
+  }
+
+  async update(organizationId: string, id: string, changes: EndpointChanges): Promise<EndpointRow | null> {
+    const [row] = await this.ctx.db
+      .update(webhookEndpoints)
+      .set(changes)
+      .where(and(eq(webhookEndpoints.organizationId, organizationId), eq(webhookEndpoints.id, id)))
+      .returning()
+    return row ?? null
+  }
+
+  /** The new sealed secret in; the current one becomes the previous one until `previousExpiresAt`. */
+  async rotateSecret(
+    organizationId: string,
+    id: string,
+    secret: { sealed: string; previousExpiresAt: Date; now: Date },
+  ): Promise<EndpointRow | null> {
+    const [row] = await this.ctx.db
+      .update(webhookEndpoints)
+      .set({
+        secretCiphertext: secret.sealed,
+        previousSecretCiphertext: sql`${webhookEndpoints.secretCiphertext}`,
+        previousSecretExpiresAt: secret.previousExpiresAt,
+        updatedAt: secret.now,
+      })
+      .where(and(eq(webhookEndpoints.organizationId, organizationId), eq(webhookEndpoints.id, id)))
+      .returning()
+    return row ?? null
+  }
+
+  async delete(organizationId: string, id: string): Promise<boolean> {
+    const rows = await this.ctx.db
+      .delete(webhookEndpoints)
+      .where(and(eq(webhookEndpoints.organizationId, organizationId), eq(webhookEndpoints.id, id)))
+      .returning({ id: webhookEndpoints.id })
+    return rows.length > 0
+  }
+
+  async stats(endpointIds: string[]): Promise<Map<string, DeliveryStats>> {
+    const out = new Map<string, DeliveryStats>()
+    if (endpointIds.length === 0) return out
+    const rows = await this.ctx.db
+      .select({
+        endpointId: webhookDeliveries.endpointId,
+        pending: sql<number>`count(*) filter (where ${webhookDeliveries.status} = 'pending')`.mapWith(Number),
+        succeeded: sql<number>`count(*) filter (where ${webhookDeliveries.status} = 'succeeded')`.mapWith(
+          Number,
+        ),
+        failed: sql<number>`count(*) filter (where ${webhookDeliveries.status} = 'failed')`.mapWith(Number),
+        lastAttemptAt: max(webhookDeliveries.lastAttemptAt),
+      })
+      .from(webhookDeliveries)
+      .where(inArray(webhookDeliveries.endpointId, endpointIds))
+      .groupBy(webhookDeliveries.endpointId)
+    for (const row of rows) {
+      out.set(row.endpointId, {
+        pending: row.pending,
+        succeeded: row.succeeded,
+        failed: row.failed,
+        lastAttemptAt: row.lastAttemptAt ? new Date(row.lastAttemptAt) : null,
+      })
+    }
+    return out
+  }
+
+  /** Newest first; `limit + 1` rows so the caller knows whether another page exists. */
+  listMessages(
+    endpointId: string,
+    options: { limit: number; beforeId?: string; status?: MessageStatus; eventType?: EventType },
+  ): Promise<MessageRow[]> {
+    const conditions = [eq(webhookDeliveries.endpointId, endpointId)]
+    if (options.beforeId) conditions.push(lt(webhookDeliveries.messageId, options.beforeId))
+    if (options.status) conditions.push(eq(webhookDeliveries.status, options.status))
+    if (options.eventType) conditions.push(eq(webhookDeliveries.eventType, options.eventType))
+    return this.ctx.db
+      .select({
+        id: webhookDeliveries.messageId,
+        eventType: webhookDeliveries.eventType,
+        status: webhookDeliveries.status,
+        attemptCount: webhookDeliveries.attemptCount,
+        nextAttemptAt: webhookDeliveries.nextAttemptAt,
+        createdAt: webhookDeliveries.createdAt,
+        payload: webhookMessages.payload,
+      })
+      .from(webhookDeliveries)
+      .innerJoin(webhookMessages, eq(webhookMessages.id, webhookDeliveries.messageId))
+      .where(and(...conditions))
+      .orderBy(desc(webhookDeliveries.messageId))
+      .limit(options.limit + 1)
+  }
+
+  /** The latest attempts of each listed message, newest first. */
+  async attemptsOf(endpointId: string, messageIds: string[]): Promise<Map<string, AttemptRow[]>> {
+    const out = new Map<string, AttemptRow[]>()
+    if (messageIds.length === 0) return out
+    const rows = await this.ctx.db
+      .select()
+      .from(webhookAttempts)
+      .where(and(eq(webhookAttempts.endpointId, endpointId), inArray(webhookAttempts.messageId, messageIds)))
+      .orderBy(desc(webhookAttempts.id))
+    for (const row of rows) {
+      const list = out.get(row.messageId) ?? []
+      if (list.length < ATTEMPTS_SHOWN) list.push(row)
+      out.set(row.messageId, list)
+    }
+    return out
+  }
+
+  /** Due now, whatever its state: a retry by hand. False when the endpoint has no such message. */
+  async retryNow(endpointId: string, messageId: string, now: Date): Promise<boolean> {
+    const rows = await this.ctx.db
+      .update(webhookDeliveries)
+      .set({ status: 'pending', nextAttemptAt: now, claimToken: null })
+      .where(and(eq(webhookDeliveries.endpointId, endpointId), eq(webhookDeliveries.messageId, messageId)))
+      .returning({ id: webhookDeliveries.messageId })
+    return rows.length > 0
+  }
+
+  /** Every failed message created since `since` is due again now; returns how many. */
+  async recover(endpointId: string, since: Date, now: Date): Promise<number> {
+    const rows = await this.ctx.db
+      .update(webhookDeliveries)
+      .set({ status: 'pending', nextAttemptAt: now, claimToken: null })
+      .where(
+        and(
+          eq(webhookDeliveries.endpointId, endpointId),
+          eq(webhookDeliveries.status, 'failed'),
+          sql`${webhookDeliveries.createdAt} >= ${since.toISOString()}::timestamptz`,
+        ),
+      )
+      .returning({ id: webhookDeliveries.messageId })
+    return rows.length
+  }
+
+  /**
+   * Writes an event for every enabled endpoint of the organization that takes it, in one
+   * statement: the message is written only when at least one endpoint does. Returns the number of
+   * deliveries queued.
+   */
+  async enqueue(event: NewEvent): Promise<number> {
+    const rows = await this.ctx.database.query<{ queued: number }>(ENQUEUE_SQL, [
+      event.id,
+      event.organizationId,
+      event.type,
+      JSON.stringify(event.data),
+      event.createdAt.toISOString(),
+      event.sourceId ?? null,
+      event.endpointId ?? null,
+      event.exceptEndpointId ?? null,
+    ])
+    return Number(rows[0]?.queued ?? 0)
+  }
+}
+
+// The endpoint choice is the same rule as ingest_leads() applies to lead events (drizzle/0011):
+// enabled, the event type subscribed (empty: all), the source accepted (empty: all).
+const ENQUEUE_SQL = `
+with targets as (
+  select e.id from webhook_endpoints e
+  where e.organization_id = $2::uuid and e.enabled
+    and ($7::uuid is null or e.id = $7::uuid)
+    and ($8::uuid is null or e.id <> $8::uuid)
+    and ($7::uuid is not null or e.event_types = '[]'::jsonb or e.event_types ? $3::text)
+    and ($6::uuid is null or e.source_ids = '[]'::jsonb or e.source_ids ? $6::text)
+), message as (
+  insert into webhook_messages (id, organization_id, event_type, payload, created_at)
+  select $1::uuid, $2::uuid, $3::text, $4::jsonb, $5::timestamptz where exists (select 1 from targets)
+  returning id
+), queued as (
+  insert into webhook_deliveries (message_id, endpoint_id, organization_id, event_type, next_attempt_at, created_at)
+  select m.id, t.id, $2::uuid, $3::text, $5::timestamptz, $5::timestamptz from message m cross join targets t
+  returning 1
+)
+select count(*)::int as queued from queued`
+
+/** A delivery taken by a worker: what it needs to send one attempt. */
+export interface ClaimedDelivery {
+  endpoint_id: string
+  message_id: string
+  organization_id: string
+  event_type: string
+  attempt_count: number
+  payload: Record<string, unknown>
+  message_created_at: string | Date
+  url: string
+  secret_ciphertext: string
+  previous_secret_ciphertext: string | null
+  previous_secret_expires_at: string | Date | null
+  failing_since: string | Date | null
+}
+
+/** How an attempt ended, as recorded. */
+export interface AttemptOutcome {
+  attemptedAt: Date
+  responseStatus: number | null
+  durationMs: number
+  responseBody: string | null
+  error: string | null
+  succeeded: boolean
+  /** Null: give up (`failed`); otherwise the next attempt's time. */
+  nextAttemptAt: Date | null
+}
+
+/**
+ * The outbox as a job queue (FOR UPDATE SKIP LOCKED over webhook_deliveries): claims, results and
+ * releases. Every write after the claim is conditional on the claim token, so a worker whose lease
+ * ran out (it stalled past the attempt time limit and another replica took the delivery) changes
+ * nothing.
+ */
+export class DeliveryQueueRepository {
+  constructor(private readonly ctx: AppContext) {}
+
+  /**
+   * Up to `limit` due deliveries of enabled endpoints, at most `room(endpoint)` per endpoint (its
+   * in-flight cap minus what this worker already has in flight there, passed as JSON), oldest first
+   * per endpoint. Claimed rows get the token and a lease (`next_attempt_at` = `leaseUntil`).
+   */
+  async claim(options: {
+    now: Date
+    leaseUntil: Date
+    token: string
+    limit: number
+    perEndpoint: number
+    inFlight: Record<string, number>
+  }): Promise<ClaimedDelivery[]> {
+    return this.ctx.database.query<ClaimedDelivery>(CLAIM_SQL, [
+      options.now.toISOString(),
+      options.limit,
+      options.perEndpoint,
+      JSON.stringify(options.inFlight),
+      options.leaseUntil.toISOString(),
+      options.token,
+    ])
+  }
+
+  /**
+   * Stores attempts and their deliveries' new state, any number in one statement (the worker
+   * collects the attempts that end in one event-loop turn). Returns the keys (`endpoint_id:message_id`)
+   * that were recorded; one whose claim was lost meanwhile is not.
+   */
+  async record(results: Array<{ delivery: ClaimedDelivery; token: string; outcome: AttemptOutcome }>) {
+    const items = results.map(({ delivery, token, outcome }) => ({
+      endpoint_id: delivery.endpoint_id,
+      message_id: delivery.message_id,
+      token,
+      status: outcome.succeeded ? 'succeeded' : outcome.nextAttemptAt ? 'pending' : 'failed',
+      next_attempt_at: (outcome.nextAttemptAt ?? outcome.attemptedAt).toISOString(),
+      attempted_at: outcome.attemptedAt.toISOString(),
+      response_status: outcome.responseStatus,
+      attempt_id: newId(),
+      duration_ms: outcome.durationMs,
+      response_body: outcome.responseBody,
+      error: outcome.error,
+      succeeded: outcome.succeeded,
+    }))
+    const rows = await this.ctx.database.query<{ endpoint_id: string; message_id: string }>(RECORD_SQL, [
+      JSON.stringify(items),
+    ])
+    return new Set(rows.map((row) => `${row.endpoint_id}:${row.message_id}`))
+  }
+
+  /** Gives claimed deliveries back untried (shutdown): due at once, the attempt not counted. */
+  async release(token: string, now: Date): Promise<void> {
+    await this.ctx.database.query(
+      `update webhook_deliveries set next_attempt_at = $2::timestamptz, attempt_count = attempt_count - 1,
+         claim_token = null
+       where claim_token = $1::uuid and status = 'pending'`,
+      [token, now.toISOString()],
+    )
+  }
+
+  /**
+   * Disables the endpoint if it is still failing since `failingBefore` or earlier, and gives up its
+   * pending deliveries. Returns the endpoint when this call disabled it (once, whatever the number
+   * of workers that noticed).
+   */
+  async disableIfFailingSince(
+    endpointId: string,
+    failingBefore: Date,
+    now: Date,
+  ): Promise<{ id: string; organizationId: string; url: string; failingSince: Date } | null> {
+    const rows = await this.ctx.database.query<{
+      id: string
+      organization_id: string
+      url: string
+      failing_since: string | Date
+    }>(
+      `with disabled as (
+         update webhook_endpoints set enabled = false, disabled_reason = 'failing_for_5_days', updated_at = $3::timestamptz
+         where id = $1::uuid and enabled and failing_since <= $2::timestamptz
+         returning id, organization_id, url, failing_since
+       ), given_up as (
+         update webhook_deliveries d set status = 'failed', claim_token = null
+         from disabled where d.endpoint_id = disabled.id and d.status = 'pending'
+       )
+       select * from disabled`,
+      [endpointId, failingBefore.toISOString(), now.toISOString()],
+    )
+    const row = rows[0]
+    return row
+      ? {
+          id: row.id,
+          organizationId: row.organization_id,
+          url: row.url,
+          failingSince: new Date(row.failing_since),
+        }
+      : null
+  }
+}
+
+// Endpoints with something due, then per endpoint its oldest due rows up to its room. SKIP LOCKED:
+// rows another worker is claiming right now are left to it, never waited for.
+const CLAIM_SQL = `
+with due_endpoints as (
+  select e.id, $3::int - coalesce(($4::jsonb ->> e.id::text)::int, 0) as room
+  from webhook_endpoints e
+  where e.enabled and exists (
+    select 1 from webhook_deliveries d
+    where d.endpoint_id = e.id and d.status = 'pending' and d.next_attempt_at <= $1::timestamptz)
+), chosen as (
+  select x.endpoint_id, x.message_id from due_endpoints de
+  cross join lateral (
+    select d.endpoint_id, d.message_id from webhook_deliveries d
+    where d.endpoint_id = de.id and d.status = 'pending' and d.next_attempt_at <= $1::timestamptz
+    order by d.next_attempt_at
+    limit greatest(de.room, 0)
+    for update skip locked
+  ) x
+  limit $2::int
+)
+update webhook_deliveries d
+set next_attempt_at = $5::timestamptz, claim_token = $6::uuid, attempt_count = d.attempt_count + 1
+from chosen c, webhook_messages m, webhook_endpoints e
+where d.endpoint_id = c.endpoint_id and d.message_id = c.message_id and m.id = d.message_id and e.id = d.endpoint_id
+returning d.endpoint_id, d.message_id, d.organization_id, d.event_type, d.attempt_count, m.payload,
+  m.created_at as message_created_at, e.url, e.secret_ciphertext, e.previous_secret_ciphertext,
+  e.previous_secret_expires_at, e.failing_since`
+
+// The deliveries' new state, their attempts, and each endpoint's failure streak (started by its
+// first failure after its last success, ended by a success), only for claims still held.
+const RECORD_SQL = `
+with input as (
+  select * from jsonb_to_recordset($1::jsonb) as x(endpoint_id uuid, message_id uuid, token uuid, status text,
+    next_attempt_at timestamptz, attempted_at timestamptz, response_status smallint, attempt_id uuid,
+    duration_ms real, response_body text, error text, succeeded boolean)
+), delivery as (
+  update webhook_deliveries d
+  set status = i.status, next_attempt_at = i.next_attempt_at, last_attempt_at = i.attempted_at,
+    last_response_status = i.response_status, claim_token = null
+  from input i
+  where d.endpoint_id = i.endpoint_id and d.message_id = i.message_id and d.claim_token = i.token
+  returning d.endpoint_id, d.message_id
+), recorded as (
+  select i.* from input i join delivery d on d.endpoint_id = i.endpoint_id and d.message_id = i.message_id
+), attempt as (
+  insert into webhook_attempts (id, endpoint_id, message_id, attempted_at, response_status, duration_ms, response_body, error)
+  select attempt_id, endpoint_id, message_id, attempted_at, response_status, duration_ms, response_body, error
+  from recorded
+), by_endpoint as (
+  select endpoint_id, max(attempted_at) filter (where succeeded) as last_success,
+    min(attempted_at) filter (where not succeeded) as first_failure
+  from recorded group by endpoint_id
+), streak as (
+  update webhook_endpoints e
+  set failing_since = case
+    when b.last_success is null then coalesce(e.failing_since, b.first_failure)
+    else (select min(r.attempted_at) from recorded r
+          where r.endpoint_id = b.endpoint_id and not r.succeeded and r.attempted_at > b.last_success)
+  end
+  from by_endpoint b where e.id = b.endpoint_id
+)
+select endpoint_id, message_id from delivery`

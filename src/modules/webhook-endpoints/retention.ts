@@ -1,0 +1,52 @@
+import type { AppContext } from '../../context'
+
+const DAY_MS = 24 * 3_600_000
+const BATCH_SIZE = 5000
+
+/**
+ * Outbound messages are kept as long as delivery logs (LOG_RETENTION_DAYS): older deliveries that
+ * are no longer pending go with their attempts (foreign key), then messages no delivery refers to
+ * any more (also those of deleted endpoints and organizations). A pending delivery is never
+ * deleted, whatever its age. Bounded batches keep each statement short; replicas that purge at the
+ * same time only find less to delete.
+ */
+export async function purgeExpiredMessages(
+  ctx: AppContext,
+  now = ctx.clock.now(),
+  options: { shouldStop?: () => boolean } = {},
+): Promise<{ deliveries: number; messages: number }> {
+  const cutoff = new Date(now - ctx.config.logRetentionDays * DAY_MS).toISOString()
+  let deliveries = 0
+  let messages = 0
+  for (;;) {
+    const rows = await ctx.database.query<{ n: number }>(
+      `with gone as (
+         delete from webhook_deliveries where ctid in (
+           select ctid from webhook_deliveries
+           where created_at < $1::timestamptz and status <> 'pending' limit ${BATCH_SIZE})
+         returning 1)
+       select count(*)::int as n from gone`,
+      [cutoff],
+    )
+    const deleted = Number(rows[0]?.n ?? 0)
+    deliveries += deleted
+    if (deleted < BATCH_SIZE || options.shouldStop?.()) break
+  }
+  for (;;) {
+    const rows = await ctx.database.query<{ n: number }>(
+      `with gone as (
+         delete from webhook_messages where id in (
+           select m.id from webhook_messages m
+           where m.created_at < $1::timestamptz
+             and not exists (select 1 from webhook_deliveries d where d.message_id = m.id)
+           limit ${BATCH_SIZE})
+         returning 1)
+       select count(*)::int as n from gone`,
+      [cutoff],
+    )
+    const deleted = Number(rows[0]?.n ?? 0)
+    messages += deleted
+    if (deleted < BATCH_SIZE || options.shouldStop?.()) break
+  }
+  return { deliveries, messages }
+}

@@ -1,0 +1,473 @@
+import { afterEach, beforeAll, describe, expect, test } from 'bun:test'
+import { and, eq } from 'drizzle-orm'
+import { Webhook } from 'standardwebhooks'
+import type { AppContext } from '../../src/context'
+import { webhookAttempts, webhookDeliveries, webhookEndpoints } from '../../src/db/schema'
+import { FakeClock } from '../../src/lib/clock'
+import { webhookEndpointsService } from '../../src/modules/webhook-endpoints/service'
+import {
+  DeliveryWorker,
+  IN_FLIGHT_PER_ENDPOINT,
+  nextAttemptTime,
+  parseRetryAfter,
+  RETRY_SCHEDULE_MS,
+} from '../../src/modules/webhook-endpoints/worker'
+import { createSignedInUser, createSource, createWebhookEndpoint } from '../helpers/factories'
+import { call, makeTestApp, request, testDatabase } from '../helpers/test-app'
+import { signedWith, startReceiver } from '../helpers/webhook-receiver'
+
+beforeAll(async () => {
+  await testDatabase()
+}, 60_000)
+
+const receivers: Array<ReturnType<typeof startReceiver>> = []
+afterEach(() => {
+  for (const receiver of receivers.splice(0)) receiver.stop()
+})
+function receiver(...args: Parameters<typeof startReceiver>) {
+  const started = startReceiver(...args)
+  receivers.push(started)
+  return started
+}
+
+const BASE = '/api/v2/webhook-endpoints'
+
+async function setup(options: { clock?: FakeClock; env?: Record<string, string> } = {}) {
+  const { app, ctx } = await makeTestApp(options)
+  const { organization, token } = await createSignedInUser(ctx)
+  return { app, ctx, organization, token, worker: new DeliveryWorker(ctx) }
+}
+
+async function deliveryOf(ctx: AppContext, endpointId: string, messageId: string) {
+  const [row] = await ctx.db
+    .select()
+    .from(webhookDeliveries)
+    .where(and(eq(webhookDeliveries.endpointId, endpointId), eq(webhookDeliveries.messageId, messageId)))
+  return row!
+}
+
+async function attemptsOf(ctx: AppContext, endpointId: string, messageId: string) {
+  return ctx.db
+    .select()
+    .from(webhookAttempts)
+    .where(and(eq(webhookAttempts.endpointId, endpointId), eq(webhookAttempts.messageId, messageId)))
+    .orderBy(webhookAttempts.id)
+}
+
+describe('webhook delivery: signed requests to a real receiver', () => {
+  test('lead.created arrives signed per Standard Webhooks, and the attempt is recorded', async () => {
+    const { app, ctx, organization, token, worker } = await setup()
+    const target = receiver(() => new Response('thanks', { status: 202 }))
+    const endpoint = await createWebhookEndpoint(ctx, organization.id, { url: target.url })
+    const { apiKey, source } = await createSource(ctx, organization.id, { name: 'Site' })
+    const posted = await app.handle(
+      request('POST', `/api/webhook/lead/${apiKey}`, {
+        json: { email: 'ada@example.com', first_name: 'Ada' },
+      }),
+    )
+    const { lead_id: leadId } = await posted.json()
+    await worker.deliverDue()
+
+    expect(target.received).toHaveLength(1)
+    const [delivered] = target.received
+    // The receiver's side, with the same library.
+    const verified = new Webhook(endpoint.secret).verify(delivered!.body, delivered!.headers) as Record<
+      string,
+      unknown
+    >
+    const lead = await (await call(app, token, 'GET', `/api/v2/leads/${leadId}`)).json()
+    expect(verified).toEqual({
+      type: 'lead.created',
+      timestamp: expect.stringMatching(/Z$/),
+      data: { lead, source: { id: source.id, name: 'Site' }, delivery_log_id: expect.any(String) },
+    })
+    expect(delivered!.headers).toMatchObject({
+      'content-type': 'application/json',
+      'webhook-id': (verified.data as { delivery_log_id: string }).delivery_log_id,
+      'webhook-timestamp': expect.stringMatching(/^\d{10}$/),
+      'webhook-signature': expect.stringMatching(/^v1,[A-Za-z0-9+/=]+$/),
+    })
+
+    const messages = await (await call(app, token, 'GET', `${BASE}/${endpoint.id}/messages`)).json()
+    expect(messages.data).toEqual([
+      expect.objectContaining({
+        id: delivered!.headers['webhook-id'],
+        event_type: 'lead.created',
+        status: 'succeeded',
+        attempt_count: 1,
+        next_attempt_at: null,
+        payload: verified,
+        attempts: [expect.objectContaining({ response_status: 202, response_body: 'thanks', error: null })],
+      }),
+    ])
+    const record = await (await call(app, token, 'GET', `${BASE}/${endpoint.id}`)).json()
+    expect(record.stats).toMatchObject({ pending: 0, succeeded: 1, failed: 0 })
+  })
+
+  test('ping: POST …/test queues one for this endpoint only, whatever its filter', async () => {
+    const { app, ctx, organization, token, worker } = await setup()
+    const target = receiver()
+    const other = receiver()
+    const endpoint = await createWebhookEndpoint(ctx, organization.id, {
+      url: target.url,
+      event_types: ['lead.created'],
+    })
+    await createWebhookEndpoint(ctx, organization.id, { url: other.url })
+    const response = await call(app, token, 'POST', `${BASE}/${endpoint.id}/test`)
+    expect(response.status).toBe(202)
+    const { message_id: messageId } = await response.json()
+    await worker.deliverDue()
+    expect(
+      target.received.map((entry) => [entry.headers['webhook-id'], entry.json.type, entry.json.data]),
+    ).toEqual([[messageId, 'ping', { endpoint_id: endpoint.id, message: 'ping from lead capture' }]])
+    expect(other.received).toHaveLength(0)
+    expect(signedWith(endpoint.secret, target.received[0]!)).toBe(true)
+  })
+
+  test('a disabled endpoint cannot be pinged (409)', async () => {
+    const { app, ctx, organization, token } = await setup()
+    const endpoint = await createWebhookEndpoint(ctx, organization.id, { enabled: false })
+    const response = await call(app, token, 'POST', `${BASE}/${endpoint.id}/test`)
+    expect(response.status).toBe(409)
+    expect((await response.json()).error).toBe('endpoint_disabled')
+  })
+
+  test('the response body is kept up to 2 KB', async () => {
+    const { ctx, organization, worker } = await setup()
+    const target = receiver(() => new Response('x'.repeat(5000), { status: 200 }))
+    const endpoint = await createWebhookEndpoint(ctx, organization.id, { url: target.url })
+    const messageId = await webhookEndpointsService(ctx).ping(organization.id, endpoint.id)
+    await worker.deliverDue()
+    const [attempt] = await attemptsOf(ctx, endpoint.id, messageId)
+    expect(attempt!.responseBody).toBe('x'.repeat(2048))
+  })
+})
+
+describe('webhook delivery: retries', () => {
+  test('the schedule: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h, then failed; same webhook-id each time', async () => {
+    const clock = new FakeClock(Date.UTC(2026, 6, 1))
+    const { ctx, organization, worker } = await setup({ clock })
+    const target = receiver(() => new Response('down', { status: 500 }))
+    const endpoint = await createWebhookEndpoint(ctx, organization.id, { url: target.url })
+    const messageId = await webhookEndpointsService(ctx).ping(organization.id, endpoint.id)
+    for (const [index, wait] of RETRY_SCHEDULE_MS.entries()) {
+      await worker.deliverDue()
+      expect(target.received).toHaveLength(index + 1)
+      const delivery = await deliveryOf(ctx, endpoint.id, messageId)
+      expect({
+        status: delivery.status,
+        attempts: delivery.attemptCount,
+        next: delivery.nextAttemptAt.getTime(),
+      }).toEqual({
+        status: 'pending',
+        attempts: index + 1,
+        next: clock.now() + wait,
+      })
+      // Not a moment early.
+      clock.advance(wait - 1)
+      await worker.deliverDue()
+      expect(target.received).toHaveLength(index + 1)
+      clock.advance(1)
+    }
+    await worker.deliverDue()
+    expect(target.received).toHaveLength(RETRY_SCHEDULE_MS.length + 1)
+    expect((await deliveryOf(ctx, endpoint.id, messageId)).status).toBe('failed')
+    expect(new Set(target.received.map((entry) => entry.headers['webhook-id']))).toEqual(new Set([messageId]))
+    expect(target.received.every((entry) => signedWith(endpoint.secret, entry))).toBe(true)
+    const attempts = await attemptsOf(ctx, endpoint.id, messageId)
+    expect(attempts.map((attempt) => [attempt.responseStatus, attempt.error, attempt.responseBody])).toEqual(
+      Array(8).fill([500, 'http_status', 'down']),
+    )
+  })
+
+  const retryAfterCases: Array<[string, number, Record<string, string>, number]> = [
+    ['429 with Retry-After: 60 → 60 s', 429, { 'retry-after': '60' }, 60_000],
+    ['503 with Retry-After: 2 → 2 s (sooner than the schedule)', 503, { 'retry-after': '2' }, 2_000],
+    ['429 asking for a day → capped at the next step (5 min)', 429, { 'retry-after': '86400' }, 5 * 60_000],
+    ['503 with an HTTP date 90 s ahead → 90 s', 503, { 'retry-after': 'DATE+90' }, 90_000],
+    ['500 with Retry-After: 60 → ignored (5 s)', 500, { 'retry-after': '60' }, 5_000],
+    ['429 with an unreadable Retry-After → the schedule (5 s)', 429, { 'retry-after': 'soon' }, 5_000],
+  ]
+  for (const [label, status, headers, expected] of retryAfterCases) {
+    test(`Retry-After: ${label}`, async () => {
+      const clock = new FakeClock(Date.UTC(2026, 6, 1))
+      const { ctx, organization, worker } = await setup({ clock })
+      const date = new Date(clock.now() + 90_000).toUTCString()
+      const target = receiver(
+        () =>
+          new Response('slow down', {
+            status,
+            headers: { 'retry-after': headers['retry-after']!.replace('DATE+90', date) },
+          }),
+      )
+      const endpoint = await createWebhookEndpoint(ctx, organization.id, { url: target.url })
+      const messageId = await webhookEndpointsService(ctx).ping(organization.id, endpoint.id)
+      await worker.deliverDue()
+      expect((await deliveryOf(ctx, endpoint.id, messageId)).nextAttemptAt.getTime()).toBe(
+        clock.now() + expected,
+      )
+    })
+  }
+
+  test('nextAttemptTime and parseRetryAfter, case by case', () => {
+    const at = new Date(Date.UTC(2026, 0, 1))
+    expect(
+      RETRY_SCHEDULE_MS.map((_, index) => nextAttemptTime(index + 1, at, null)!.getTime() - at.getTime()),
+    ).toEqual([...RETRY_SCHEDULE_MS])
+    expect(nextAttemptTime(8, at, null)).toBeNull()
+    expect(nextAttemptTime(7, at, 10 ** 9)!.getTime() - at.getTime()).toBe(10 * 3600_000)
+    expect(parseRetryAfter(' 30 ', at)).toBe(30_000)
+    expect(parseRetryAfter(new Date(at.getTime() - 5000).toUTCString(), at)).toBe(0)
+    expect(parseRetryAfter(null, at)).toBeNull()
+    expect(parseRetryAfter('-1', at)).toBeNull()
+  })
+
+  test('redirects are not followed: a 3xx is a failed attempt', async () => {
+    const { ctx, organization, worker } = await setup()
+    const elsewhere = receiver()
+    const target = receiver(() => new Response(null, { status: 302, headers: { location: elsewhere.url } }))
+    const endpoint = await createWebhookEndpoint(ctx, organization.id, { url: target.url })
+    const messageId = await webhookEndpointsService(ctx).ping(organization.id, endpoint.id)
+    await worker.deliverDue()
+    expect(elsewhere.received).toHaveLength(0)
+    const [attempt] = await attemptsOf(ctx, endpoint.id, messageId)
+    expect([attempt!.responseStatus, attempt!.error]).toEqual([302, 'redirect_not_followed'])
+    expect((await deliveryOf(ctx, endpoint.id, messageId)).status).toBe('pending')
+  })
+
+  test('a receiver that does not answer in time: timeout', async () => {
+    const { ctx, organization, worker } = await setup({ env: { WEBHOOK_TIMEOUT_MS: '300' } })
+    const target = receiver(() => Bun.sleep(2000).then(() => new Response('late')))
+    const endpoint = await createWebhookEndpoint(ctx, organization.id, { url: target.url })
+    const messageId = await webhookEndpointsService(ctx).ping(organization.id, endpoint.id)
+    await worker.deliverDue()
+    const [attempt] = await attemptsOf(ctx, endpoint.id, messageId)
+    expect([attempt!.responseStatus, attempt!.error]).toEqual([null, 'timeout'])
+    expect(attempt!.durationMs).toBeLessThan(1500)
+  })
+
+  test('nothing listening: connection_failed', async () => {
+    const { ctx, organization, worker } = await setup()
+    const endpoint = await createWebhookEndpoint(ctx, organization.id)
+    const messageId = await webhookEndpointsService(ctx).ping(organization.id, endpoint.id)
+    await worker.deliverDue()
+    const [attempt] = await attemptsOf(ctx, endpoint.id, messageId)
+    expect([attempt!.responseStatus, attempt!.error]).toEqual([null, 'connection_failed'])
+  })
+})
+
+describe('webhook delivery: disabling after 5 days of failures', () => {
+  test('disabled, its pending messages failed, and endpoint.disabled sent to the other endpoints', async () => {
+    const clock = new FakeClock(Date.UTC(2026, 6, 1))
+    const { app, ctx, organization, token, worker } = await setup({ clock })
+    const broken = receiver(() => new Response('no', { status: 500 }))
+    const healthy = receiver()
+    const failing = await createWebhookEndpoint(ctx, organization.id, { url: broken.url })
+    const watcher = await createWebhookEndpoint(ctx, organization.id, {
+      url: healthy.url,
+      event_types: ['endpoint.disabled'],
+    })
+    const service = webhookEndpointsService(ctx)
+    const firstFailure = clock.now()
+    await service.ping(organization.id, failing.id)
+    await worker.deliverDue()
+    // Four days and 23 hours on, still failing: still enabled.
+    clock.advance(5 * 24 * 3600_000 - 3600_000)
+    await service.ping(organization.id, failing.id)
+    await worker.deliverDue()
+    expect(
+      (await ctx.db.select().from(webhookEndpoints).where(eq(webhookEndpoints.id, failing.id)))[0]!.enabled,
+    ).toBe(true)
+    clock.advance(3600_000)
+    const pending = await service.ping(organization.id, failing.id)
+    await worker.deliverDue()
+
+    const record = await (await call(app, token, 'GET', `${BASE}/${failing.id}`)).json()
+    expect(record).toMatchObject({ enabled: false, disabled_reason: 'failing_for_5_days' })
+    expect(record.stats.pending).toBe(0)
+    expect((await deliveryOf(ctx, failing.id, pending)).status).toBe('failed')
+    expect(healthy.received.map((entry) => entry.json)).toEqual([
+      {
+        type: 'endpoint.disabled',
+        timestamp: new Date(clock.now()).toISOString(),
+        data: {
+          endpoint_id: failing.id,
+          url: broken.url,
+          reason: 'failing_for_5_days',
+          failing_since: new Date(firstFailure).toISOString(),
+        },
+      },
+    ])
+    expect(signedWith(watcher.secret, healthy.received[0]!)).toBe(true)
+    // Enabled again by a person: the streak starts over.
+    const enabled = await call(app, token, 'PATCH', `${BASE}/${failing.id}`, { enabled: true })
+    expect(await enabled.json()).toMatchObject({ enabled: true, disabled_reason: null })
+  })
+
+  test('a success in between ends the streak', async () => {
+    const clock = new FakeClock(Date.UTC(2026, 6, 1))
+    const { ctx, organization, worker } = await setup({ clock })
+    let status = 500
+    const target = receiver(() => new Response('', { status }))
+    const endpoint = await createWebhookEndpoint(ctx, organization.id, { url: target.url })
+    const service = webhookEndpointsService(ctx)
+    await service.ping(organization.id, endpoint.id)
+    await worker.deliverDue()
+    clock.advance(3 * 24 * 3600_000)
+    status = 200
+    await service.ping(organization.id, endpoint.id)
+    await worker.deliverDue()
+    status = 500
+    clock.advance(3 * 24 * 3600_000)
+    await service.ping(organization.id, endpoint.id)
+    await worker.deliverDue()
+    const [row] = await ctx.db.select().from(webhookEndpoints).where(eq(webhookEndpoints.id, endpoint.id))
+    expect({ enabled: row!.enabled, failingSince: row!.failingSince?.getTime() }).toEqual({
+      enabled: true,
+      failingSince: clock.now(),
+    })
+  })
+})
+
+describe('webhook delivery: rotation, replay, recover', () => {
+  test('after a rotation both secrets sign for 24 h, then only the new one', async () => {
+    const clock = new FakeClock(Date.now())
+    const { app, ctx, organization, token, worker } = await setup({ clock })
+    const target = receiver()
+    const endpoint = await createWebhookEndpoint(ctx, organization.id, { url: target.url })
+    const rotated = await (await call(app, token, 'POST', `${BASE}/${endpoint.id}/rotate-secret`)).json()
+    const service = webhookEndpointsService(ctx)
+    await service.ping(organization.id, endpoint.id)
+    await worker.deliverDue()
+    const [during] = target.received
+    expect(during!.headers['webhook-signature']!.split(' ')).toHaveLength(2)
+    // Either secret verifies with the library, timestamp included.
+    for (const secret of [endpoint.secret, rotated.secret]) {
+      expect(new Webhook(secret).verify(during!.body, during!.headers)).toMatchObject({ type: 'ping' })
+    }
+    clock.advance(24 * 3600_000 + 1000)
+    await service.ping(organization.id, endpoint.id)
+    await worker.deliverDue()
+    const after = target.received[1]!
+    expect(after.headers['webhook-signature']!.split(' ')).toHaveLength(1)
+    expect([signedWith(rotated.secret, after), signedWith(endpoint.secret, after)]).toEqual([true, false])
+  })
+
+  test('retry sends a message again now, with the same webhook-id; an unknown message is a 404', async () => {
+    const clock = new FakeClock(Date.UTC(2026, 6, 1))
+    const { app, ctx, organization, token, worker } = await setup({ clock })
+    const target = receiver()
+    const endpoint = await createWebhookEndpoint(ctx, organization.id, { url: target.url })
+    const messageId = await webhookEndpointsService(ctx).ping(organization.id, endpoint.id)
+    await worker.deliverDue()
+    const retried = await call(app, token, 'POST', `${BASE}/${endpoint.id}/messages/${messageId}/retry`)
+    expect(retried.status).toBe(202)
+    expect(await retried.json()).toEqual({ message_id: messageId })
+    await worker.deliverDue()
+    expect(target.received.map((entry) => entry.headers['webhook-id'])).toEqual([messageId, messageId])
+    expect((await deliveryOf(ctx, endpoint.id, messageId)).attemptCount).toBe(2)
+    for (const id of [crypto.randomUUID(), 'nope']) {
+      const missing = await call(app, token, 'POST', `${BASE}/${endpoint.id}/messages/${id}/retry`)
+      expect(missing.status).toBe(404)
+      expect((await missing.json()).error).toBe('not_found')
+    }
+  })
+
+  test('recover re-sends every failed message since the given time, and only those', async () => {
+    const clock = new FakeClock(Date.UTC(2026, 6, 1))
+    const { app, ctx, organization, token, worker } = await setup({ clock })
+    let up = false
+    const target = receiver(() => new Response('', { status: up ? 200 : 500 }))
+    const endpoint = await createWebhookEndpoint(ctx, organization.id, { url: target.url })
+    const service = webhookEndpointsService(ctx)
+    const old = await service.ping(organization.id, endpoint.id)
+    clock.advance(3600_000)
+    const since = new Date(clock.now()).toISOString()
+    const recent = [
+      await service.ping(organization.id, endpoint.id),
+      await service.ping(organization.id, endpoint.id),
+    ]
+    // Run every message through the whole schedule.
+    for (let step = 0; step <= RETRY_SCHEDULE_MS.length; step++) {
+      await worker.deliverDue()
+      clock.advance(RETRY_SCHEDULE_MS[step] ?? 0)
+    }
+    for (const id of [old, ...recent]) expect((await deliveryOf(ctx, endpoint.id, id)).status).toBe('failed')
+    up = true
+    const before = target.received.length
+    const response = await call(app, token, 'POST', `${BASE}/${endpoint.id}/recover`, { since })
+    expect(response.status).toBe(200)
+    expect(await response.json()).toEqual({ queued: 2 })
+    await worker.deliverDue()
+    expect(
+      target.received
+        .slice(before)
+        .map((entry) => entry.headers['webhook-id'])
+        .sort(),
+    ).toEqual([...recent].sort())
+    const failed = await (
+      await call(app, token, 'GET', `${BASE}/${endpoint.id}/messages?status=failed`)
+    ).json()
+    expect(failed.data.map((message: { id: string }) => message.id)).toEqual([old])
+    const pings = await (
+      await call(app, token, 'GET', `${BASE}/${endpoint.id}/messages?event_type=ping&limit=1`)
+    ).json()
+    expect(pings.data).toHaveLength(1)
+    expect(pings.next_cursor).toEqual(expect.any(String))
+  })
+})
+
+describe('webhook delivery: SSRF at delivery time and the in-flight cap', () => {
+  test('an address that became private is refused at delivery (DNS rebinding), nothing is sent', async () => {
+    // Saved while private networks were allowed; the worker runs without that permission.
+    const target = receiver()
+    const saved = await setup()
+    const endpoint = await createWebhookEndpoint(saved.ctx, saved.organization.id, {
+      url: target.url.replace('127.0.0.1', 'localhost'),
+    })
+    const strict = await makeTestApp({ env: { OUTBOUND_ALLOW_PRIVATE_NETWORKS: 'false' } })
+    const messageId = await webhookEndpointsService(saved.ctx).ping(saved.organization.id, endpoint.id)
+    await new DeliveryWorker(strict.ctx).deliverDue()
+    expect(target.received).toHaveLength(0)
+    const [attempt] = await attemptsOf(saved.ctx, endpoint.id, messageId)
+    expect(attempt!.error).toMatch(/^address_refused/)
+    expect(attempt!.responseStatus).toBeNull()
+  })
+
+  test('a hostname is resolved once, checked, and connected to by address; Host keeps the name', async () => {
+    const { ctx, organization, worker } = await setup()
+    const target = receiver()
+    const endpoint = await createWebhookEndpoint(ctx, organization.id, {
+      url: target.url.replace('127.0.0.1', 'localhost'),
+    })
+    await webhookEndpointsService(ctx).ping(organization.id, endpoint.id)
+    await worker.deliverDue()
+    expect(target.received.map((entry) => entry.headers.host)).toEqual([`localhost:${target.port}`])
+    expect(signedWith(endpoint.secret, target.received[0]!)).toBe(true)
+  })
+
+  test(`one slow receiver holds at most ${IN_FLIGHT_PER_ENDPOINT} requests; others are served meanwhile`, async () => {
+    const { ctx, organization, worker } = await setup()
+    let release: () => void = () => {}
+    const gate = new Promise<void>((resolve) => {
+      release = resolve
+    })
+    const slow = receiver(() => gate.then(() => new Response('ok')))
+    const fast = receiver()
+    const slowEndpoint = await createWebhookEndpoint(ctx, organization.id, { url: slow.url })
+    const fastEndpoint = await createWebhookEndpoint(ctx, organization.id, { url: fast.url })
+    const service = webhookEndpointsService(ctx)
+    const slowCount = IN_FLIGHT_PER_ENDPOINT + 8
+    for (let index = 0; index < slowCount; index++) await service.ping(organization.id, slowEndpoint.id)
+    for (let index = 0; index < 5; index++) await service.ping(organization.id, fastEndpoint.id)
+    const done = worker.deliverDue()
+    const deadline = Date.now() + 5000
+    while (fast.received.length < 5 && Date.now() < deadline) await Bun.sleep(20)
+    expect(fast.received).toHaveLength(5)
+    expect(slow.received).toHaveLength(IN_FLIGHT_PER_ENDPOINT)
+    release()
+    await done
+    expect(slow.received).toHaveLength(slowCount)
+    expect(slow.maxInFlight).toBe(IN_FLIGHT_PER_ENDPOINT)
+  })
+})

@@ -1,0 +1,148 @@
+import { afterEach, beforeAll, describe, expect, test } from 'bun:test'
+import { FakeClock } from '../../src/lib/clock'
+import {
+  announceExpiringTokens,
+  announceSourceStatusChanges,
+} from '../../src/modules/webhook-endpoints/events'
+import { EVENT_TYPES } from '../../src/modules/webhook-endpoints/model'
+import { webhookEndpointsService } from '../../src/modules/webhook-endpoints/service'
+import { DeliveryWorker } from '../../src/modules/webhook-endpoints/worker'
+import { createPat, createSignedInUser, createSource, createWebhookEndpoint } from '../helpers/factories'
+import { makeTestApp, request, testDatabase } from '../helpers/test-app'
+import { signedWith, startReceiver } from '../helpers/webhook-receiver'
+
+beforeAll(async () => {
+  await testDatabase()
+}, 60_000)
+
+const receivers: Array<ReturnType<typeof startReceiver>> = []
+afterEach(() => {
+  for (const receiver of receivers.splice(0)) receiver.stop()
+})
+
+const DAY = 24 * 3600_000
+
+async function setup(eventTypes: string[] = []) {
+  const clock = new FakeClock(Date.UTC(2026, 8, 1, 12))
+  const { app, ctx } = await makeTestApp({ clock })
+  const { organization, user } = await createSignedInUser(ctx)
+  const receiver = startReceiver()
+  receivers.push(receiver)
+  const endpoint = await createWebhookEndpoint(ctx, organization.id, {
+    url: receiver.url,
+    event_types: eventTypes as never,
+  })
+  return { app, ctx, clock, organization, user, receiver, endpoint, worker: new DeliveryWorker(ctx) }
+}
+
+describe('webhook events: pat.expiring', () => {
+  test('sent once, 7 days before expiry, with the token id, name and owner e-mail', async () => {
+    const { ctx, clock, user, receiver, endpoint, worker } = await setup(['pat.expiring'])
+    const expiresAt = new Date(clock.now() + 8 * DAY)
+    const pat = await createPat(ctx, user, { name: 'CI deploy', expiresAt })
+    // Other organizations' and unannounceable tokens: never.
+    const stranger = await createSignedInUser(ctx)
+    await createPat(ctx, stranger.user, { expiresAt: new Date(clock.now() + 2 * DAY) })
+    await createPat(ctx, user, { expiresAt: null })
+    await createPat(ctx, user, { expiresAt: new Date(clock.now() - DAY) })
+
+    await announceExpiringTokens(ctx)
+    await worker.deliverDue()
+    expect(receiver.received.filter((entry) => entry.json.data.token_id === pat.tokenId)).toHaveLength(0)
+
+    clock.advance(DAY + 1000)
+    await announceExpiringTokens(ctx)
+    await announceExpiringTokens(ctx)
+    await worker.deliverDue()
+    expect(receiver.received.map((entry) => entry.json)).toEqual([
+      {
+        type: 'pat.expiring',
+        timestamp: new Date(clock.now()).toISOString(),
+        data: {
+          token_id: pat.tokenId,
+          name: 'CI deploy',
+          owner_email: user.email,
+          expires_at: expiresAt.toISOString(),
+        },
+      },
+    ])
+    expect(signedWith(endpoint.secret, receiver.received[0]!)).toBe(true)
+  })
+})
+
+describe('webhook events: source.status_changed (the failure alert)', () => {
+  test('healthy → failing is sent with the health summary; the first status seen is a baseline', async () => {
+    const { app, ctx, organization, receiver, endpoint, worker } = await setup(['source.status_changed'])
+    const { source, apiKey } = await createSource(ctx, organization.id, { name: 'Landing page' })
+    const post = (json: unknown) => app.handle(request('POST', `/api/webhook/lead/${apiKey}`, { json }))
+    expect((await post({ email: 'ok@example.com' })).status).toBe(200)
+
+    expect(await announceSourceStatusChanges(ctx)).toBe(0)
+    for (let index = 0; index < 5; index++) await post({ first_name: 'no contact' })
+    expect(await announceSourceStatusChanges(ctx)).toBe(1)
+    expect(await announceSourceStatusChanges(ctx)).toBe(0)
+    await worker.deliverDue()
+
+    expect(receiver.received).toHaveLength(1)
+    const { json } = receiver.received[0]!
+    expect(json).toMatchObject({
+      type: 'source.status_changed',
+      data: {
+        source: { id: source.id, name: 'Landing page' },
+        previous_status: 'healthy',
+        status: 'failing',
+        health: {
+          source_id: source.id,
+          status: 'failing',
+          totals: expect.objectContaining({ requests: 6, created: 1, error: 5 }),
+          last_failure: expect.objectContaining({ reason: 'missing_contact' }),
+        },
+      },
+    })
+    expect(Object.keys(json.data.health as object)).not.toContain('hourly')
+    expect(signedWith(endpoint.secret, receiver.received[0]!)).toBe(true)
+  })
+
+  test('an endpoint filtered on another source does not watch this one', async () => {
+    const { ctx, organization, receiver } = await setup(['source.status_changed'])
+    const watched = await createSource(ctx, organization.id)
+    const unwatched = await createSource(ctx, organization.id)
+    const other = startReceiver()
+    receivers.push(other)
+    await createWebhookEndpoint(ctx, organization.id, {
+      url: other.url,
+      event_types: ['source.status_changed'],
+      source_ids: [watched.source.id],
+    })
+    await announceSourceStatusChanges(ctx)
+    // Disabled: its status goes from idle to disabled.
+    await ctx.database.query('update webhook_sources set enabled = false where id = $1', [
+      unwatched.source.id,
+    ])
+    await announceSourceStatusChanges(ctx)
+    await new DeliveryWorker(ctx).deliverDue()
+    expect(receiver.received.map((entry) => entry.json.data.status)).toEqual(['disabled'])
+    expect(other.received).toHaveLength(0)
+  })
+})
+
+describe('webhook events: every type reaches a subscribed endpoint, and only those', () => {
+  test('an endpoint subscribed to one type gets no other', async () => {
+    for (const type of EVENT_TYPES) {
+      const { ctx, organization, receiver, worker } = await setup([type])
+      const service = webhookEndpointsService(ctx)
+      for (const other of EVENT_TYPES) {
+        if (other === 'ping') continue
+        await service.enqueue({
+          id: crypto.randomUUID(),
+          organizationId: organization.id,
+          type: other,
+          data: { probe: other },
+          createdAt: new Date(ctx.clock.now()),
+        })
+      }
+      await worker.deliverDue()
+      expect(receiver.received.map((entry) => entry.json.type)).toEqual(type === 'ping' ? [] : [type])
+    }
+  })
+})

@@ -1,0 +1,182 @@
+import { beforeAll, describe, expect, test } from 'bun:test'
+import { asc, eq } from 'drizzle-orm'
+import type { AppContext } from '../../src/context'
+import { deliveryLogs, webhookDeliveries, webhookMessages } from '../../src/db/schema'
+import { FakeClock } from '../../src/lib/clock'
+import { newId } from '../../src/lib/ids'
+import type { CreateEndpointBody } from '../../src/modules/webhook-endpoints/model'
+import { deliverySignal } from '../../src/modules/webhook-endpoints/signal'
+import { createSignedInUser, createSource, createWebhookEndpoint } from '../helpers/factories'
+import { call, makeTestApp, request, testDatabase } from '../helpers/test-app'
+
+beforeAll(async () => {
+  await testDatabase()
+}, 60_000)
+
+type App = Awaited<ReturnType<typeof makeTestApp>>['app']
+
+const email = () => `lead-${crypto.randomUUID()}@example.com`
+const post = (app: App, apiKey: string, json: unknown) =>
+  app.handle(request('POST', `/api/webhook/lead/${apiKey}`, { json }))
+
+async function setup(endpoints: Array<Partial<CreateEndpointBody> | 'other-source'> = [{}]) {
+  const clock = new FakeClock(Date.UTC(2026, 5, 1, 12))
+  const { app, ctx } = await makeTestApp({ clock })
+  const { organization, token } = await createSignedInUser(ctx)
+  const { source, apiKey } = await createSource(ctx, organization.id, { name: 'Contact form' })
+  const other = await createSource(ctx, organization.id, { name: 'Other form' })
+  const created = []
+  for (const endpoint of endpoints) {
+    created.push(
+      await createWebhookEndpoint(
+        ctx,
+        organization.id,
+        endpoint === 'other-source' ? { source_ids: [other.source.id] } : endpoint,
+      ),
+    )
+  }
+  return { app, ctx, clock, organization, token, source, apiKey, endpoints: created }
+}
+
+async function outboxOf(ctx: AppContext, organizationId: string) {
+  const messages = await ctx.db
+    .select()
+    .from(webhookMessages)
+    .where(eq(webhookMessages.organizationId, organizationId))
+    .orderBy(asc(webhookMessages.id))
+  const deliveries = await ctx.db
+    .select()
+    .from(webhookDeliveries)
+    .where(eq(webhookDeliveries.organizationId, organizationId))
+  return { messages, deliveries }
+}
+
+describe('webhook outbox: lead events written with the lead', () => {
+  test('lead.created: the lead as GET /api/v2/leads shows it, its source and its delivery-log id', async () => {
+    const { app, ctx, clock, organization, token, source, apiKey, endpoints } = await setup()
+    const response = await post(app, apiKey, {
+      first_name: 'Ada',
+      last_name: 'Lovelace',
+      email: email(),
+      phone_raw: '+44 20 7946 0958',
+      status: 'new',
+      company: 'Engines',
+    })
+    const { lead_id: leadId } = await response.json()
+    const lead = await (await call(app, token, 'GET', `/api/v2/leads/${leadId}`)).json()
+    const [log] = await ctx.db.select().from(deliveryLogs).where(eq(deliveryLogs.leadId, leadId))
+    const { messages, deliveries } = await outboxOf(ctx, organization.id)
+    expect(messages).toHaveLength(1)
+    expect(messages[0]).toMatchObject({
+      id: log!.id,
+      eventType: 'lead.created',
+      payload: { lead, source: { id: source.id, name: 'Contact form' }, delivery_log_id: log!.id },
+      createdAt: new Date(clock.now()),
+    })
+    expect(deliveries).toEqual([
+      expect.objectContaining({
+        messageId: log!.id,
+        endpointId: endpoints[0]!.id,
+        eventType: 'lead.created',
+        status: 'pending',
+        attemptCount: 0,
+        nextAttemptAt: new Date(clock.now()),
+      }),
+    ])
+  })
+
+  test('lead.updated carries the merged lead', async () => {
+    const { app, ctx, organization, token, apiKey } = await setup()
+    const address = email()
+    const first = await (await post(app, apiKey, { email: address })).json()
+    const second = await (
+      await post(app, apiKey, { email: address, first_name: 'Grace', status: 'won' })
+    ).json()
+    expect(second).toMatchObject({ status: 'updated', lead_id: first.lead_id })
+    const lead = await (await call(app, token, 'GET', `/api/v2/leads/${first.lead_id}`)).json()
+    const { messages } = await outboxOf(ctx, organization.id)
+    expect(messages.map((message) => message.eventType)).toEqual(['lead.created', 'lead.updated'])
+    expect(messages[1]!.payload.lead).toEqual(lead)
+    expect(lead).toMatchObject({ first_name: 'Grace', status: 'won' })
+  })
+
+  // [label, endpoints, deliveries expected, whether the worker is woken (an enabled endpoint exists)]
+  const filters: Array<[string, Array<Partial<CreateEndpointBody> | 'other-source'>, number, boolean]> = [
+    ['no endpoint', [], 0, false],
+    ['a disabled endpoint', [{ enabled: false }], 0, false],
+    ['an endpoint for other event types', [{ event_types: ['lead.updated', 'ping'] }], 0, true],
+    ["an endpoint for another source's leads", ['other-source'], 0, true],
+    ['an endpoint for every event', [{ event_types: [] }], 1, true],
+    ['an endpoint for lead.created', [{ event_types: ['lead.created'] }], 1, true],
+    [
+      'two endpoints and a disabled one',
+      [{}, { event_types: ['lead.created'] }, { enabled: false }],
+      2,
+      true,
+    ],
+  ]
+  for (const [label, endpoints, expected, woken] of filters) {
+    test(`${label}: ${expected} deliveries (one message when any)`, async () => {
+      const { app, ctx, organization, apiKey } = await setup(endpoints)
+      let wakes = 0
+      deliverySignal(ctx).subscribe(() => wakes++)
+      expect((await post(app, apiKey, { email: email() })).status).toBe(200)
+      const { messages, deliveries } = await outboxOf(ctx, organization.id)
+      expect(deliveries).toHaveLength(expected)
+      expect(messages).toHaveLength(expected > 0 ? 1 : 0)
+      // The worker is woken only when the organization has an enabled endpoint.
+      expect(wakes).toBe(woken ? 1 : 0)
+    })
+  }
+
+  test('a group of leads in one turn: one message each, in one transaction', async () => {
+    const { app, ctx, organization, apiKey } = await setup()
+    const responses = await Promise.all(
+      Array.from({ length: 20 }, () => post(app, apiKey, { email: email() })),
+    )
+    const leadIds = await Promise.all(responses.map(async (response) => (await response.json()).lead_id))
+    const { messages, deliveries } = await outboxOf(ctx, organization.id)
+    expect(messages.map((message) => (message.payload.lead as { lead_id: string }).lead_id).sort()).toEqual(
+      leadIds.sort(),
+    )
+    expect(deliveries).toHaveLength(20)
+  })
+
+  test("another organization's endpoints never get this organization's leads", async () => {
+    const { app, ctx, apiKey } = await setup([])
+    const other = await createSignedInUser(ctx)
+    await createWebhookEndpoint(ctx, other.organization.id)
+    expect((await post(app, apiKey, { email: email() })).status).toBe(200)
+    expect((await outboxOf(ctx, other.organization.id)).deliveries).toHaveLength(0)
+  })
+
+  test('a group that rolls back writes no event', async () => {
+    const { ctx, organization, source } = await setup()
+    const address = email()
+    const item = (idx: number) => ({
+      idx,
+      organization_id: organization.id,
+      source_id: source.id,
+      new_lead_id: newId(),
+      log_id: newId(),
+      email: address,
+      email_normalized: address,
+      custom_fields: {},
+      attribution: {},
+      received_at: new Date(ctx.clock.now()).toISOString(),
+      client_ip: '127.0.0.1',
+      body_bytes: 2,
+      body_truncated: false,
+      duration_ms: 1,
+    })
+    const refused = await ctx.database
+      .query('select * from ingest_leads($1::jsonb)', [JSON.stringify([item(0), item(1)])])
+      .catch((error: { code?: string }) => error)
+    expect(refused).toMatchObject({ code: 'LC409' })
+    const { messages, deliveries } = await outboxOf(ctx, organization.id)
+    expect({ messages: messages.length, deliveries: deliveries.length }).toEqual({
+      messages: 0,
+      deliveries: 0,
+    })
+  })
+})
