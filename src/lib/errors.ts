@@ -63,6 +63,12 @@ export const ERROR_CODES = {
     example: 'another lead of this organization already has this e-mail address',
   },
   last_owner: { status: 409, where: 'management', example: 'the organization must keep at least one owner' },
+  endpoint_limit_reached: {
+    status: 409,
+    where: 'management',
+    example: 'an organization has at most 50 webhook endpoints',
+  },
+  endpoint_disabled: { status: 409, where: 'management', example: 'enable the endpoint before testing it' },
   payload_too_large: { status: 413, where: 'any', example: 'the request body is larger than 102400 bytes' },
   unknown_scope: { status: 422, where: 'management', example: 'unrecognised scope: leads.fly' },
   rate_limited: {

@@ -131,6 +131,10 @@ const TAGS = {
     { name: 'Personal access tokens', description: 'Tokens for server-side integrations' },
     { name: 'Members', description: 'Users of an organization' },
     { name: 'Leads', description: 'Stored leads' },
+    {
+      name: 'Webhook endpoints',
+      description: 'Outbound webhooks: endpoints, signing secrets, messages and replays',
+    },
     { name: 'Operations', description: 'Probes' },
   ],
 }

@@ -39,6 +39,7 @@ export function webhookEndpointsModule(ctx: AppContext) {
       response: { 200: EndpointList, ...managementErrors },
       detail: {
         tags,
+        operationId: 'listWebhookEndpoints',
         summary: 'List webhook endpoints',
         description: `Newest first, \`?limit=\` (default 50, max 200) and \`?cursor=\`, with delivery counts. Secrets are never listed. ${accessNote}`,
       },
@@ -54,6 +55,7 @@ export function webhookEndpointsModule(ctx: AppContext) {
         response: { 201: EndpointWithSecret, ...managementErrors, 409: ErrorBody },
         detail: {
           tags,
+          operationId: 'createWebhookEndpoint',
           summary: 'Create a webhook endpoint',
           description: `Creates an endpoint and its signing secret (\`whsec_…\`), shown in this response only (it is stored encrypted). The URL must be \`https\` and resolve to public addresses only (400 otherwise). At most 50 endpoints per organization (409 \`endpoint_limit_reached\`). ${accessNote}`,
         },
@@ -65,6 +67,7 @@ export function webhookEndpointsModule(ctx: AppContext) {
       response: { 200: EndpointRecord, ...withNotFound },
       detail: {
         tags,
+        operationId: 'getWebhookEndpoint',
         summary: 'Get a webhook endpoint',
         description: `The endpoint with its delivery counts, without its secret. ${accessNote}`,
       },
@@ -80,6 +83,7 @@ export function webhookEndpointsModule(ctx: AppContext) {
         response: { 200: EndpointRecord, ...withNotFound },
         detail: {
           tags,
+          operationId: 'updateWebhookEndpoint',
           summary: 'Update a webhook endpoint',
           description: `Only the fields sent change. A new URL is checked as at creation. \`enabled: false\` stops attempts (pending messages wait); \`enabled: true\` resumes them and clears \`disabled_reason\`. ${accessNote}`,
         },
@@ -97,6 +101,7 @@ export function webhookEndpointsModule(ctx: AppContext) {
         response: { 204: EndpointDeleted, ...withNotFound },
         detail: {
           tags,
+          operationId: 'deleteWebhookEndpoint',
           summary: 'Delete a webhook endpoint',
           description: `Deletes the endpoint, its pending messages and its attempt history. ${accessNote}`,
         },
@@ -111,6 +116,7 @@ export function webhookEndpointsModule(ctx: AppContext) {
         response: { 200: EndpointWithSecret, ...withNotFound },
         detail: {
           tags,
+          operationId: 'rotateWebhookEndpointSecret',
           summary: 'Rotate the signing secret',
           description: `Issues a new secret, shown in this response only. For 24 hours (\`previous_secret_expires_at\`) every message carries two signatures in \`webhook-signature\`, one per secret, so receivers can switch over without rejecting anything. ${accessNote}`,
         },
@@ -126,6 +132,7 @@ export function webhookEndpointsModule(ctx: AppContext) {
         response: { 202: QueuedMessage, ...withNotFound, 409: ErrorBody },
         detail: {
           tags,
+          operationId: 'pingWebhookEndpoint',
           summary: 'Send a ping event',
           description: `Queues a \`ping\` message for this endpoint (whatever its event filter) and sends it at once; follow it in \`GET …/{id}/messages\`. A disabled endpoint is a 409 \`endpoint_disabled\`. ${accessNote}`,
         },
@@ -141,6 +148,7 @@ export function webhookEndpointsModule(ctx: AppContext) {
         response: { 200: MessageList, ...withNotFound },
         detail: {
           tags,
+          operationId: 'listWebhookMessages',
           summary: "List an endpoint's messages",
           description: `Newest first, with their status, attempts (status, duration, the first 2 KB of each answer) and the next attempt time; \`?status=\` and \`?event_type=\` filter. ${accessNote}`,
         },
@@ -158,6 +166,7 @@ export function webhookEndpointsModule(ctx: AppContext) {
         response: { 202: QueuedMessage, ...withNotFound },
         detail: {
           tags,
+          operationId: 'retryWebhookMessage',
           summary: 'Retry a message now',
           description: `Makes the message due at once, whatever its status (a succeeded one is sent again, with the same \`webhook-id\`). An unknown message is a 404. ${accessNote}`,
         },
@@ -176,6 +185,7 @@ export function webhookEndpointsModule(ctx: AppContext) {
         response: { 200: RecoverResult, ...withNotFound },
         detail: {
           tags,
+          operationId: 'recoverWebhookMessages',
           summary: 'Re-send failed messages',
           description: `Every \`failed\` message of the endpoint created at or after \`since\` is queued again now, each with its original \`webhook-id\`. ${accessNote}`,
         },

@@ -1,6 +1,6 @@
 import type { AppContext } from '../../context'
-import { decodeCursor, pageOf } from '../../lib/cursor'
-import { errors } from '../../lib/errors'
+import { creationPosition, decodeCursor, pageOf } from '../../lib/cursor'
+import { AppError, errors } from '../../lib/errors'
 import { isUuid, newId } from '../../lib/ids'
 import { perContext } from '../../lib/memo'
 import { parseOutboundUrl, resolveOutboundTarget } from '../../lib/outbound-url'
@@ -61,7 +61,11 @@ export class WebhookEndpointsService {
   async list(organizationId: string, query: EndpointListQuery): Promise<EndpointList> {
     const limit = query.limit ?? 50
     const beforeId = query.cursor ? decodeCursor(query.cursor).id : undefined
-    const page = pageOf(await this.repository.list(organizationId, { limit, beforeId }), limit)
+    const page = pageOf(
+      await this.repository.list(organizationId, { limit, beforeId }),
+      limit,
+      creationPosition,
+    )
     const stats = await this.repository.stats(page.rows.map((row) => row.id))
     return {
       data: page.rows.map((row) => toEndpointRecord(row, stats.get(row.id))),
@@ -78,7 +82,7 @@ export class WebhookEndpointsService {
     const url = await this.checkedUrl(body.url)
     const sourceIds = await this.checkedSourceIds(organizationId, body.source_ids)
     if ((await this.repository.countForOrganization(organizationId)) >= ENDPOINTS_PER_ORGANIZATION_MAX) {
-      throw errors.conflict(
+      throw new AppError(
         'endpoint_limit_reached',
         `an organization has at most ${ENDPOINTS_PER_ORGANIZATION_MAX} webhook endpoints`,
       )
@@ -161,7 +165,7 @@ export class WebhookEndpointsService {
       status: query.status,
       eventType: query.event_type,
     })
-    const page = pageOf(rows, limit)
+    const page = pageOf(rows, limit, creationPosition)
     const attempts = await this.repository.attemptsOf(
       endpoint.id,
       page.rows.map((row) => row.id),
@@ -204,7 +208,7 @@ export class WebhookEndpointsService {
   /** Queues a `ping` for this endpoint alone, whatever its event filter (it must be enabled). */
   async ping(organizationId: string, id: string): Promise<string> {
     const endpoint = await this.require(organizationId, id)
-    if (!endpoint.enabled) throw errors.conflict('endpoint_disabled', 'enable the endpoint before testing it')
+    if (!endpoint.enabled) throw new AppError('endpoint_disabled', 'enable the endpoint before testing it')
     const messageId = newId()
     await this.enqueue({
       id: messageId,
