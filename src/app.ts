@@ -12,6 +12,7 @@ import { membersModule } from './modules/members'
 import { patModule } from './modules/pat'
 import { sourcesModule } from './modules/sources'
 import { webhookEndpointsModule } from './modules/webhook-endpoints'
+import { webhookEventsDocument } from './modules/webhook-endpoints/openapi'
 import { errorsPlugin } from './plugins/errors'
 import { inputGuardPlugin } from './plugins/input-guard'
 import { openapiPlugin } from './plugins/openapi'
@@ -50,7 +51,7 @@ export function createApp(ctx: AppContext, options: { tracker?: BuiltTracker } =
     .use(errorsPlugin(ctx, { errorPage: dashboardErrorPage }))
     .use(rateLimitPlugin(ctx, routes))
     .use(inputGuardPlugin(ctx))
-    .use(openapiPlugin(ctx.config))
+    .use(openapiPlugin(ctx.config, { webhooks: webhookEventsDocument() }))
     .use(healthModule(ctx))
     .use(inboundModule(ctx))
     .use(trackerModule(ctx, options.tracker))

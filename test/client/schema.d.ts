@@ -613,7 +613,128 @@ export interface paths {
         trace?: never;
     };
 }
-export type webhooks = Record<string, never>;
+export interface webhooks {
+    "lead.created": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * The `lead.created` event
+         * @description A new lead was stored. Sent with `webhook-id`, `webhook-timestamp` and `webhook-signature` (Standard Webhooks). POSTed to every enabled endpoint subscribed to `lead.created`. Any 2xx within the time limit (15 s) acknowledges it; anything else, a redirect included, is retried after 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h.
+         */
+        post: operations["leadCreatedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "lead.updated": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * The `lead.updated` event
+         * @description A submission matched an existing lead and updated it. Sent with `webhook-id`, `webhook-timestamp` and `webhook-signature` (Standard Webhooks). POSTed to every enabled endpoint subscribed to `lead.updated`. Any 2xx within the time limit (15 s) acknowledges it; anything else, a redirect included, is retried after 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h.
+         */
+        post: operations["leadUpdatedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "source.status_changed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * The `source.status_changed` event
+         * @description A source's health status changed (healthy → failing is the failure alert). Sent with `webhook-id`, `webhook-timestamp` and `webhook-signature` (Standard Webhooks). POSTed to every enabled endpoint subscribed to `source.status_changed`. Any 2xx within the time limit (15 s) acknowledges it; anything else, a redirect included, is retried after 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h.
+         */
+        post: operations["sourceStatusChangedEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "endpoint.disabled": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * The `endpoint.disabled` event
+         * @description Another endpoint of the organization was disabled after 5 days of failed attempts. Sent with `webhook-id`, `webhook-timestamp` and `webhook-signature` (Standard Webhooks). POSTed to every enabled endpoint subscribed to `endpoint.disabled`. Any 2xx within the time limit (15 s) acknowledges it; anything else, a redirect included, is retried after 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h.
+         */
+        post: operations["endpointDisabledEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "pat.expiring": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * The `pat.expiring` event
+         * @description A personal access token expires within 7 days. Sent with `webhook-id`, `webhook-timestamp` and `webhook-signature` (Standard Webhooks). POSTed to every enabled endpoint subscribed to `pat.expiring`. Any 2xx within the time limit (15 s) acknowledges it; anything else, a redirect included, is retried after 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h.
+         */
+        post: operations["patExpiringEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    ping: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * The `ping` event
+         * @description Sent by `POST /api/v2/webhook-endpoints/{id}/test`. Sent with `webhook-id`, `webhook-timestamp` and `webhook-signature` (Standard Webhooks). POSTed to every enabled endpoint subscribed to `ping`. Any 2xx within the time limit (15 s) acknowledges it; anything else, a redirect included, is retried after 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h.
+         */
+        post: operations["pingEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+}
 export interface components {
     schemas: {
         /** InboundOutcome */
@@ -1564,6 +1685,253 @@ export interface components {
              * @enum {string}
              */
             role: "owner" | "admin" | "member" | "viewer";
+        };
+        /**
+         * WebhookEndpoint
+         * @description An outbound webhook endpoint. Its signing secret is never shown here.
+         * @example {
+         *       "id": "01975e0c-8c3b-7d4e-9f50-6a7b8c9d0e1f",
+         *       "url": "https://hooks.example.com/lead-capture",
+         *       "description": "CRM sync",
+         *       "event_types": [
+         *         "lead.created",
+         *         "lead.updated"
+         *       ],
+         *       "source_ids": [],
+         *       "enabled": true,
+         *       "disabled_reason": null,
+         *       "created_at": "2026-01-01T10:00:00.000Z",
+         *       "updated_at": "2026-01-01T10:00:00.000Z",
+         *       "stats": {
+         *         "pending": 0,
+         *         "succeeded": 42,
+         *         "failed": 1,
+         *         "last_attempt_at": "2026-01-02T08:00:00.000Z"
+         *       }
+         *     }
+         */
+        WebhookEndpoint: {
+            /** Format: uuid */
+            id: string;
+            url: string;
+            description: string;
+            event_types: ("lead.created" | "lead.updated" | "source.status_changed" | "endpoint.disabled" | "pat.expiring" | "ping")[];
+            source_ids: string[];
+            /** @description a disabled endpoint gets no new messages and no attempts */
+            enabled: boolean;
+            /** @description `failing_for_5_days` when the service disabled it; null otherwise */
+            disabled_reason: string | null;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            updated_at: string;
+            /** @description Delivery counts over the messages kept for this endpoint */
+            stats: {
+                /** @description messages waiting for a (next) attempt */
+                pending: number;
+                /** @description messages delivered (a 2xx answer) */
+                succeeded: number;
+                /** @description messages given up after the last retry, or when the endpoint was disabled */
+                failed: number;
+                /** Format: date-time */
+                last_attempt_at: string | null;
+            };
+        };
+        /**
+         * WebhookEndpointPage
+         * @description A page of endpoints, newest first
+         */
+        WebhookEndpointPage: {
+            data: components["schemas"]["WebhookEndpoint"][];
+            /** @description pass as `?cursor=` for the next page; null on the last page */
+            next_cursor: string | null;
+        };
+        /**
+         * CreateWebhookEndpointRequest
+         * @description A field not listed here is a 400 `validation_failed` naming it.
+         * @example {
+         *       "url": "https://hooks.example.com/lead-capture",
+         *       "event_types": [
+         *         "lead.created"
+         *       ]
+         *     }
+         */
+        CreateWebhookEndpointRequest: {
+            /**
+             * @description Where events are POSTed: `https`, and a host that resolves to public addresses only (no loopback, private, link-local, multicast or cloud-metadata address; checked now and before every attempt). OUTBOUND_ALLOW_PRIVATE_NETWORKS=true lifts both rules.
+             * @example https://hooks.example.com/lead-capture
+             */
+            url: string;
+            /** @description free text for people, up to 500 characters */
+            description?: string;
+            /**
+             * @description Events sent to this endpoint; empty: all of them (lead.created, lead.updated, source.status_changed, endpoint.disabled, pat.expiring, ping)
+             * @example [
+             *       "lead.created"
+             *     ]
+             */
+            event_types?: ("lead.created" | "lead.updated" | "source.status_changed" | "endpoint.disabled" | "pat.expiring" | "ping")[];
+            /** @description Only `lead.*` and `source.status_changed` events of these sources (ids of the organization's sources); empty: every source */
+            source_ids?: string[];
+            /** @default true */
+            enabled?: boolean;
+        };
+        /**
+         * WebhookEndpointWithSecret
+         * @description The endpoint with its signing secret: returned only at creation and rotation
+         * @example {
+         *       "id": "01975e0c-8c3b-7d4e-9f50-6a7b8c9d0e1f",
+         *       "url": "https://hooks.example.com/lead-capture",
+         *       "description": "CRM sync",
+         *       "event_types": [
+         *         "lead.created",
+         *         "lead.updated"
+         *       ],
+         *       "source_ids": [],
+         *       "enabled": true,
+         *       "disabled_reason": null,
+         *       "created_at": "2026-01-01T10:00:00.000Z",
+         *       "updated_at": "2026-01-01T10:00:00.000Z",
+         *       "stats": {
+         *         "pending": 0,
+         *         "succeeded": 42,
+         *         "failed": 1,
+         *         "last_attempt_at": "2026-01-02T08:00:00.000Z"
+         *       },
+         *       "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+         *       "previous_secret_expires_at": null
+         *     }
+         */
+        WebhookEndpointWithSecret: {
+            /** Format: uuid */
+            id: string;
+            url: string;
+            description: string;
+            event_types: ("lead.created" | "lead.updated" | "source.status_changed" | "endpoint.disabled" | "pat.expiring" | "ping")[];
+            source_ids: string[];
+            /** @description a disabled endpoint gets no new messages and no attempts */
+            enabled: boolean;
+            /** @description `failing_for_5_days` when the service disabled it; null otherwise */
+            disabled_reason: string | null;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            updated_at: string;
+            /** @description Delivery counts over the messages kept for this endpoint */
+            stats: {
+                /** @description messages waiting for a (next) attempt */
+                pending: number;
+                /** @description messages delivered (a 2xx answer) */
+                succeeded: number;
+                /** @description messages given up after the last retry, or when the endpoint was disabled */
+                failed: number;
+                /** Format: date-time */
+                last_attempt_at: string | null;
+            };
+            /**
+             * @description The signing secret (`whsec_` + base64), shown only at creation and rotation: verify `webhook-signature` with it
+             * @example whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw
+             */
+            secret: string;
+            /**
+             * Format: date-time
+             * @description after a rotation: until then the old secret also signs every message
+             */
+            previous_secret_expires_at: string | null;
+        };
+        /**
+         * UpdateWebhookEndpointRequest
+         * @description Only the fields sent change; lists are replaced whole. `enabled: true` also clears `disabled_reason` and the failure streak. A field not listed here is a 400 `validation_failed` naming it.
+         * @example {
+         *       "enabled": false
+         *     }
+         * @example {
+         *       "event_types": [
+         *         "lead.created",
+         *         "source.status_changed"
+         *       ]
+         *     }
+         */
+        UpdateWebhookEndpointRequest: {
+            /**
+             * @description Where events are POSTed: `https`, and a host that resolves to public addresses only (no loopback, private, link-local, multicast or cloud-metadata address; checked now and before every attempt). OUTBOUND_ALLOW_PRIVATE_NETWORKS=true lifts both rules.
+             * @example https://hooks.example.com/lead-capture
+             */
+            url?: string;
+            /** @description free text for people, up to 500 characters */
+            description?: string;
+            /**
+             * @description Events sent to this endpoint; empty: all of them (lead.created, lead.updated, source.status_changed, endpoint.disabled, pat.expiring, ping)
+             * @example [
+             *       "lead.created"
+             *     ]
+             */
+            event_types?: ("lead.created" | "lead.updated" | "source.status_changed" | "endpoint.disabled" | "pat.expiring" | "ping")[];
+            /** @description Only `lead.*` and `source.status_changed` events of these sources (ids of the organization's sources); empty: every source */
+            source_ids?: string[];
+            enabled?: boolean;
+        };
+        /**
+         * WebhookMessage
+         * @description A message on its way to one endpoint, with its attempts
+         */
+        WebhookMessage: {
+            /**
+             * Format: uuid
+             * @description the `webhook-id` header of every attempt
+             */
+            id: string;
+            /** @enum {string} */
+            event_type: "lead.created" | "lead.updated" | "source.status_changed" | "endpoint.disabled" | "pat.expiring" | "ping";
+            /** @enum {string} */
+            status: "pending" | "succeeded" | "failed";
+            attempt_count: number;
+            /**
+             * Format: date-time
+             * @description when pending: the next attempt
+             */
+            next_attempt_at: string | null;
+            /** Format: date-time */
+            created_at: string;
+            /** @description the body sent: `{type, timestamp, data}` */
+            payload: {
+                [key: string]: unknown;
+            };
+            /** @description newest first, at most 20 */
+            attempts: {
+                /** Format: date-time */
+                attempted_at: string;
+                /** @description null when no response came */
+                response_status: number | null;
+                duration_ms: number;
+                /** @description the first 2 KB of the response body */
+                response_body: string | null;
+                /** @description why there was no usable response: `timeout`, `connection_failed`, `address_refused`… */
+                error: string | null;
+            }[];
+        };
+        /**
+         * WebhookMessagePage
+         * @description Messages of the endpoint, newest first
+         */
+        WebhookMessagePage: {
+            data: components["schemas"]["WebhookMessage"][];
+            /** @description pass as `?cursor=` for the next page; null on the last page */
+            next_cursor: string | null;
+        };
+        /**
+         * RecoverWebhookMessagesRequest
+         * @example {
+         *       "since": "2026-01-01T00:00:00Z"
+         *     }
+         */
+        RecoverWebhookMessagesRequest: {
+            /**
+             * Format: date-time
+             * @description every failed message of the endpoint created at or after this instant is sent again
+             * @example 2026-01-01T00:00:00Z
+             */
+            since: string;
         };
     };
     responses: never;
@@ -4966,37 +5334,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        data: {
-                            /** Format: uuid */
-                            id: string;
-                            url: string;
-                            description: string;
-                            event_types: ("lead.created" | "lead.updated" | "source.status_changed" | "endpoint.disabled" | "pat.expiring" | "ping")[];
-                            source_ids: string[];
-                            /** @description a disabled endpoint gets no new messages and no attempts */
-                            enabled: boolean;
-                            /** @description `failing_for_5_days` when the service disabled it; null otherwise */
-                            disabled_reason: string | null;
-                            /** Format: date-time */
-                            created_at: string;
-                            /** Format: date-time */
-                            updated_at: string;
-                            /** @description Delivery counts over the messages kept for this endpoint */
-                            stats: {
-                                /** @description messages waiting for a (next) attempt */
-                                pending: number;
-                                /** @description messages delivered (a 2xx answer) */
-                                succeeded: number;
-                                /** @description messages given up after the last retry, or when the endpoint was disabled */
-                                failed: number;
-                                /** Format: date-time */
-                                last_attempt_at: string | null;
-                            };
-                        }[];
-                        /** @description pass as `?cursor=` for the next page; null on the last page */
-                        next_cursor: string | null;
-                    };
+                    "application/json": components["schemas"]["WebhookEndpointPage"];
                 };
             };
             /** @description Error body: `{ error, message, request_id, ...fields of its own }` */
@@ -5092,26 +5430,7 @@ export interface operations {
         /** @description A field not listed here is a 400 `validation_failed` naming it. */
         requestBody: {
             content: {
-                "application/json": {
-                    /**
-                     * @description Where events are POSTed: `https`, and a host that resolves to public addresses only (no loopback, private, link-local, multicast or cloud-metadata address; checked now and before every attempt). OUTBOUND_ALLOW_PRIVATE_NETWORKS=true lifts both rules.
-                     * @example https://hooks.example.com/lead-capture
-                     */
-                    url: string;
-                    /** @description free text for people, up to 500 characters */
-                    description?: string;
-                    /**
-                     * @description Events sent to this endpoint; empty: all of them (lead.created, lead.updated, source.status_changed, endpoint.disabled, pat.expiring, ping)
-                     * @example [
-                     *       "lead.created"
-                     *     ]
-                     */
-                    event_types?: ("lead.created" | "lead.updated" | "source.status_changed" | "endpoint.disabled" | "pat.expiring" | "ping")[];
-                    /** @description Only `lead.*` and `source.status_changed` events of these sources (ids of the organization's sources); empty: every source */
-                    source_ids?: string[];
-                    /** @default true */
-                    enabled?: boolean;
-                };
+                "application/json": components["schemas"]["CreateWebhookEndpointRequest"];
             };
         };
         responses: {
@@ -5125,43 +5444,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** Format: uuid */
-                        id: string;
-                        url: string;
-                        description: string;
-                        event_types: ("lead.created" | "lead.updated" | "source.status_changed" | "endpoint.disabled" | "pat.expiring" | "ping")[];
-                        source_ids: string[];
-                        /** @description a disabled endpoint gets no new messages and no attempts */
-                        enabled: boolean;
-                        /** @description `failing_for_5_days` when the service disabled it; null otherwise */
-                        disabled_reason: string | null;
-                        /** Format: date-time */
-                        created_at: string;
-                        /** Format: date-time */
-                        updated_at: string;
-                        /** @description Delivery counts over the messages kept for this endpoint */
-                        stats: {
-                            /** @description messages waiting for a (next) attempt */
-                            pending: number;
-                            /** @description messages delivered (a 2xx answer) */
-                            succeeded: number;
-                            /** @description messages given up after the last retry, or when the endpoint was disabled */
-                            failed: number;
-                            /** Format: date-time */
-                            last_attempt_at: string | null;
-                        };
-                        /**
-                         * @description The signing secret (`whsec_` + base64), shown only at creation and rotation: verify `webhook-signature` with it
-                         * @example whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw
-                         */
-                        secret: string;
-                        /**
-                         * Format: date-time
-                         * @description after a rotation: until then the old secret also signs every message
-                         */
-                        previous_secret_expires_at: string | null;
-                    };
+                    "application/json": components["schemas"]["WebhookEndpointWithSecret"];
                 };
             };
             /** @description Error body: `{ error, message, request_id, ...fields of its own }` */
@@ -5281,33 +5564,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** Format: uuid */
-                        id: string;
-                        url: string;
-                        description: string;
-                        event_types: ("lead.created" | "lead.updated" | "source.status_changed" | "endpoint.disabled" | "pat.expiring" | "ping")[];
-                        source_ids: string[];
-                        /** @description a disabled endpoint gets no new messages and no attempts */
-                        enabled: boolean;
-                        /** @description `failing_for_5_days` when the service disabled it; null otherwise */
-                        disabled_reason: string | null;
-                        /** Format: date-time */
-                        created_at: string;
-                        /** Format: date-time */
-                        updated_at: string;
-                        /** @description Delivery counts over the messages kept for this endpoint */
-                        stats: {
-                            /** @description messages waiting for a (next) attempt */
-                            pending: number;
-                            /** @description messages delivered (a 2xx answer) */
-                            succeeded: number;
-                            /** @description messages given up after the last retry, or when the endpoint was disabled */
-                            failed: number;
-                            /** Format: date-time */
-                            last_attempt_at: string | null;
-                        };
-                    };
+                    "application/json": components["schemas"]["WebhookEndpoint"];
                 };
             };
             /** @description Error body: `{ error, message, request_id, ...fields of its own }` */
@@ -5536,25 +5793,7 @@ export interface operations {
         /** @description Only the fields sent change; lists are replaced whole. `enabled: true` also clears `disabled_reason` and the failure streak. A field not listed here is a 400 `validation_failed` naming it. */
         requestBody: {
             content: {
-                "application/json": {
-                    /**
-                     * @description Where events are POSTed: `https`, and a host that resolves to public addresses only (no loopback, private, link-local, multicast or cloud-metadata address; checked now and before every attempt). OUTBOUND_ALLOW_PRIVATE_NETWORKS=true lifts both rules.
-                     * @example https://hooks.example.com/lead-capture
-                     */
-                    url?: string;
-                    /** @description free text for people, up to 500 characters */
-                    description?: string;
-                    /**
-                     * @description Events sent to this endpoint; empty: all of them (lead.created, lead.updated, source.status_changed, endpoint.disabled, pat.expiring, ping)
-                     * @example [
-                     *       "lead.created"
-                     *     ]
-                     */
-                    event_types?: ("lead.created" | "lead.updated" | "source.status_changed" | "endpoint.disabled" | "pat.expiring" | "ping")[];
-                    /** @description Only `lead.*` and `source.status_changed` events of these sources (ids of the organization's sources); empty: every source */
-                    source_ids?: string[];
-                    enabled?: boolean;
-                };
+                "application/json": components["schemas"]["UpdateWebhookEndpointRequest"];
             };
         };
         responses: {
@@ -5568,33 +5807,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** Format: uuid */
-                        id: string;
-                        url: string;
-                        description: string;
-                        event_types: ("lead.created" | "lead.updated" | "source.status_changed" | "endpoint.disabled" | "pat.expiring" | "ping")[];
-                        source_ids: string[];
-                        /** @description a disabled endpoint gets no new messages and no attempts */
-                        enabled: boolean;
-                        /** @description `failing_for_5_days` when the service disabled it; null otherwise */
-                        disabled_reason: string | null;
-                        /** Format: date-time */
-                        created_at: string;
-                        /** Format: date-time */
-                        updated_at: string;
-                        /** @description Delivery counts over the messages kept for this endpoint */
-                        stats: {
-                            /** @description messages waiting for a (next) attempt */
-                            pending: number;
-                            /** @description messages delivered (a 2xx answer) */
-                            succeeded: number;
-                            /** @description messages given up after the last retry, or when the endpoint was disabled */
-                            failed: number;
-                            /** Format: date-time */
-                            last_attempt_at: string | null;
-                        };
-                    };
+                    "application/json": components["schemas"]["WebhookEndpoint"];
                 };
             };
             /** @description Error body: `{ error, message, request_id, ...fields of its own }` */
@@ -5714,43 +5927,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        /** Format: uuid */
-                        id: string;
-                        url: string;
-                        description: string;
-                        event_types: ("lead.created" | "lead.updated" | "source.status_changed" | "endpoint.disabled" | "pat.expiring" | "ping")[];
-                        source_ids: string[];
-                        /** @description a disabled endpoint gets no new messages and no attempts */
-                        enabled: boolean;
-                        /** @description `failing_for_5_days` when the service disabled it; null otherwise */
-                        disabled_reason: string | null;
-                        /** Format: date-time */
-                        created_at: string;
-                        /** Format: date-time */
-                        updated_at: string;
-                        /** @description Delivery counts over the messages kept for this endpoint */
-                        stats: {
-                            /** @description messages waiting for a (next) attempt */
-                            pending: number;
-                            /** @description messages delivered (a 2xx answer) */
-                            succeeded: number;
-                            /** @description messages given up after the last retry, or when the endpoint was disabled */
-                            failed: number;
-                            /** Format: date-time */
-                            last_attempt_at: string | null;
-                        };
-                        /**
-                         * @description The signing secret (`whsec_` + base64), shown only at creation and rotation: verify `webhook-signature` with it
-                         * @example whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw
-                         */
-                        secret: string;
-                        /**
-                         * Format: date-time
-                         * @description after a rotation: until then the old secret also signs every message
-                         */
-                        previous_secret_expires_at: string | null;
-                    };
+                    "application/json": components["schemas"]["WebhookEndpointWithSecret"];
                 };
             };
             /** @description Error body: `{ error, message, request_id, ...fields of its own }` */
@@ -6014,45 +6191,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        data: {
-                            /**
-                             * Format: uuid
-                             * @description the `webhook-id` header of every attempt
-                             */
-                            id: string;
-                            /** @enum {string} */
-                            event_type: "lead.created" | "lead.updated" | "source.status_changed" | "endpoint.disabled" | "pat.expiring" | "ping";
-                            /** @enum {string} */
-                            status: "pending" | "succeeded" | "failed";
-                            attempt_count: number;
-                            /**
-                             * Format: date-time
-                             * @description when pending: the next attempt
-                             */
-                            next_attempt_at: string | null;
-                            /** Format: date-time */
-                            created_at: string;
-                            /** @description the body sent: `{type, timestamp, data}` */
-                            payload: {
-                                [key: string]: unknown;
-                            };
-                            /** @description newest first, at most 20 */
-                            attempts: {
-                                /** Format: date-time */
-                                attempted_at: string;
-                                /** @description null when no response came */
-                                response_status: number | null;
-                                duration_ms: number;
-                                /** @description the first 2 KB of the response body */
-                                response_body: string | null;
-                                /** @description why there was no usable response: `timeout`, `connection_failed`, `address_refused`… */
-                                error: string | null;
-                            }[];
-                        }[];
-                        /** @description pass as `?cursor=` for the next page; null on the last page */
-                        next_cursor: string | null;
-                    };
+                    "application/json": components["schemas"]["WebhookMessagePage"];
                 };
             };
             /** @description Error body: `{ error, message, request_id, ...fields of its own }` */
@@ -6289,14 +6428,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": {
-                    /**
-                     * Format: date-time
-                     * @description every failed message of the endpoint created at or after this instant is sent again
-                     * @example 2026-01-01T00:00:00Z
-                     */
-                    since: string;
-                };
+                "application/json": components["schemas"]["RecoverWebhookMessagesRequest"];
             };
         };
         responses: {
@@ -6409,6 +6541,378 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Error"];
                 };
+            };
+        };
+    };
+    leadCreatedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The message id (a UUID): the same on every attempt and replay; deduplicate on it */
+                "webhook-id": string;
+                /** @description Seconds since the Unix epoch when this attempt was signed */
+                "webhook-timestamp": string;
+                /** @description `v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the endpoint secret; during the 24 h after a rotation two signatures, space-separated (Standard Webhooks) */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @constant */
+                    type: "lead.created";
+                    /** Format: date-time */
+                    timestamp: string;
+                    /** @description The lead as `GET /api/v2/leads/{id}` showed it right after this submission was stored */
+                    data: {
+                        /**
+                         * Lead
+                         * @description A stored lead
+                         * @example {
+                         *       "lead_id": "01975e0c-7b2a-7c3d-8e4f-5a6b7c8d9e0f",
+                         *       "source_id": "01975e0c-6a1f-7b2c-9d3e-4f5a6b7c8d9e",
+                         *       "first_name": "Ada",
+                         *       "last_name": "Lovelace",
+                         *       "email": "ada@example.com",
+                         *       "phone_raw": "020 7946 0958",
+                         *       "phone_e164": "+442079460958",
+                         *       "status": "new",
+                         *       "custom_fields": {
+                         *         "company": "Analytical Engines Ltd"
+                         *       },
+                         *       "attribution": {
+                         *         "first_touch": {
+                         *           "utm_source": "newsletter"
+                         *         },
+                         *         "page_url": "https://example.com/contact"
+                         *       },
+                         *       "created_at": "2026-01-01T10:00:00.000Z",
+                         *       "updated_at": "2026-01-01T10:00:00.000Z"
+                         *     }
+                         */
+                        lead: {
+                            /** Format: uuid */
+                            lead_id: string;
+                            /** @description the source it came through; null once that source is deleted */
+                            source_id: string | null;
+                            first_name: string | null;
+                            last_name: string | null;
+                            email: string | null;
+                            /** @description the phone as typed */
+                            phone_raw: string | null;
+                            /** @description E.164, read with the source's default country; null when it does not parse */
+                            phone_e164: string | null;
+                            /** @description free text, at most 50 characters */
+                            status: string | null;
+                            custom_fields: {
+                                [key: string]: unknown;
+                            };
+                            /** @description as sent by tracker.js */
+                            attribution: {
+                                [key: string]: unknown;
+                            };
+                            /** Format: date-time */
+                            created_at: string;
+                            /** Format: date-time */
+                            updated_at: string;
+                        };
+                        /** @description the source the submission came through */
+                        source: {
+                            /** Format: uuid */
+                            id: string;
+                            name: string;
+                        } | null;
+                        /**
+                         * Format: uuid
+                         * @description the submission's entry in the source's delivery log (`GET /api/webhook/sources/{id}/logs/{log_id}`)
+                         */
+                        delivery_log_id: string;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Acknowledged (any 2xx does) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    leadUpdatedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The message id (a UUID): the same on every attempt and replay; deduplicate on it */
+                "webhook-id": string;
+                /** @description Seconds since the Unix epoch when this attempt was signed */
+                "webhook-timestamp": string;
+                /** @description `v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the endpoint secret; during the 24 h after a rotation two signatures, space-separated (Standard Webhooks) */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @constant */
+                    type: "lead.updated";
+                    /** Format: date-time */
+                    timestamp: string;
+                    /** @description The lead as `GET /api/v2/leads/{id}` showed it right after this submission was stored */
+                    data: {
+                        /**
+                         * Lead
+                         * @description A stored lead
+                         * @example {
+                         *       "lead_id": "01975e0c-7b2a-7c3d-8e4f-5a6b7c8d9e0f",
+                         *       "source_id": "01975e0c-6a1f-7b2c-9d3e-4f5a6b7c8d9e",
+                         *       "first_name": "Ada",
+                         *       "last_name": "Lovelace",
+                         *       "email": "ada@example.com",
+                         *       "phone_raw": "020 7946 0958",
+                         *       "phone_e164": "+442079460958",
+                         *       "status": "new",
+                         *       "custom_fields": {
+                         *         "company": "Analytical Engines Ltd"
+                         *       },
+                         *       "attribution": {
+                         *         "first_touch": {
+                         *           "utm_source": "newsletter"
+                         *         },
+                         *         "page_url": "https://example.com/contact"
+                         *       },
+                         *       "created_at": "2026-01-01T10:00:00.000Z",
+                         *       "updated_at": "2026-01-01T10:00:00.000Z"
+                         *     }
+                         */
+                        lead: {
+                            /** Format: uuid */
+                            lead_id: string;
+                            /** @description the source it came through; null once that source is deleted */
+                            source_id: string | null;
+                            first_name: string | null;
+                            last_name: string | null;
+                            email: string | null;
+                            /** @description the phone as typed */
+                            phone_raw: string | null;
+                            /** @description E.164, read with the source's default country; null when it does not parse */
+                            phone_e164: string | null;
+                            /** @description free text, at most 50 characters */
+                            status: string | null;
+                            custom_fields: {
+                                [key: string]: unknown;
+                            };
+                            /** @description as sent by tracker.js */
+                            attribution: {
+                                [key: string]: unknown;
+                            };
+                            /** Format: date-time */
+                            created_at: string;
+                            /** Format: date-time */
+                            updated_at: string;
+                        };
+                        /** @description the source the submission came through */
+                        source: {
+                            /** Format: uuid */
+                            id: string;
+                            name: string;
+                        } | null;
+                        /**
+                         * Format: uuid
+                         * @description the submission's entry in the source's delivery log (`GET /api/webhook/sources/{id}/logs/{log_id}`)
+                         */
+                        delivery_log_id: string;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Acknowledged (any 2xx does) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    sourceStatusChangedEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The message id (a UUID): the same on every attempt and replay; deduplicate on it */
+                "webhook-id": string;
+                /** @description Seconds since the Unix epoch when this attempt was signed */
+                "webhook-timestamp": string;
+                /** @description `v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the endpoint secret; during the 24 h after a rotation two signatures, space-separated (Standard Webhooks) */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @constant */
+                    type: "source.status_changed";
+                    /** Format: date-time */
+                    timestamp: string;
+                    data: {
+                        source: {
+                            /** Format: uuid */
+                            id: string;
+                            name: string;
+                        };
+                        /** @example healthy */
+                        previous_status: string;
+                        /** @example failing */
+                        status: string;
+                        /** @description the health summary as `GET /api/webhook/sources/{id}/health` shows it */
+                        health: {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Acknowledged (any 2xx does) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    endpointDisabledEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The message id (a UUID): the same on every attempt and replay; deduplicate on it */
+                "webhook-id": string;
+                /** @description Seconds since the Unix epoch when this attempt was signed */
+                "webhook-timestamp": string;
+                /** @description `v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the endpoint secret; during the 24 h after a rotation two signatures, space-separated (Standard Webhooks) */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @constant */
+                    type: "endpoint.disabled";
+                    /** Format: date-time */
+                    timestamp: string;
+                    data: {
+                        /** Format: uuid */
+                        endpoint_id: string;
+                        url: string;
+                        /** @example failing_for_5_days */
+                        reason: string;
+                        /** Format: date-time */
+                        failing_since: string;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Acknowledged (any 2xx does) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    patExpiringEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The message id (a UUID): the same on every attempt and replay; deduplicate on it */
+                "webhook-id": string;
+                /** @description Seconds since the Unix epoch when this attempt was signed */
+                "webhook-timestamp": string;
+                /** @description `v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the endpoint secret; during the 24 h after a rotation two signatures, space-separated (Standard Webhooks) */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @constant */
+                    type: "pat.expiring";
+                    /** Format: date-time */
+                    timestamp: string;
+                    data: {
+                        /** Format: uuid */
+                        token_id: string;
+                        name: string;
+                        owner_email: string;
+                        /** Format: date-time */
+                        expires_at: string;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Acknowledged (any 2xx does) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    pingEvent: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The message id (a UUID): the same on every attempt and replay; deduplicate on it */
+                "webhook-id": string;
+                /** @description Seconds since the Unix epoch when this attempt was signed */
+                "webhook-timestamp": string;
+                /** @description `v1,<base64 HMAC-SHA256 of "{webhook-id}.{webhook-timestamp}.{body}">` with the endpoint secret; during the 24 h after a rotation two signatures, space-separated (Standard Webhooks) */
+                "webhook-signature": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @constant */
+                    type: "ping";
+                    /** Format: date-time */
+                    timestamp: string;
+                    data: {
+                        /** Format: uuid */
+                        endpoint_id: string;
+                        /** @example ping from lead capture */
+                        message: string;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description Acknowledged (any 2xx does) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
         };
     };

@@ -99,6 +99,9 @@ const VALID_BODIES: Record<string, unknown> = {
   'POST /api/v2/members': { email: 'x@example.com', password: PASSWORD, role: 'member' },
   'PATCH /api/v2/members/:user_id': { role: 'member' },
   'PATCH /api/v2/leads/:id': { status: 'x' },
+  'POST /api/v2/webhook-endpoints': { url: 'https://hooks.example.com/lead-capture' },
+  'PATCH /api/v2/webhook-endpoints/:id': { enabled: true },
+  'POST /api/v2/webhook-endpoints/:id/recover': { since: '2026-01-01T00:00:00Z' },
 }
 
 describe('the session cookie', () => {

@@ -273,8 +273,11 @@ describe('GET /api/v2/leads/export.csv', () => {
     const operation = spec.paths[EXPORT]?.get
     expect(operation.tags).toEqual(['Leads'])
     expect(operation.summary).toBe('Export leads as CSV')
-    const [content] = Object.values(operation.responses[200].content) as Array<{ schema: object }>
-    expect(content!.schema).toMatchObject({ type: 'string', contentMediaType: 'text/csv' })
+    expect(Object.keys(operation.responses[200].content)).toEqual(['text/csv'])
+    expect(operation.responses[200].content['text/csv'].schema).toMatchObject({ type: 'string' })
+    expect(Object.keys(operation.responses[200].headers)).toEqual(
+      expect.arrayContaining(['Content-Disposition', 'Cache-Control', 'X-Request-Id']),
+    )
     for (const status of ['400', '401', '403', '429']) expect(operation.responses[status]).toBeDefined()
     const names = operation.parameters.map((parameter: { name: string }) => parameter.name).sort()
     expect(names).toEqual(['created_after', 'q', 'source_id'])

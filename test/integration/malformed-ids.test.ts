@@ -70,7 +70,9 @@ describe('malformed ids', () => {
         }
       }
     }
-    // Sources (get, patch, delete, regenerate-key, logs, a log entry's two, health), leads (3), PATs (1), members (2).
-    expect(checked.length).toBe(14)
+    // Sources (get, patch, delete, regenerate-key, logs, a log entry's two, health), leads (3), PATs (1),
+    // members (2), webhook endpoints (get, patch, delete, rotate-secret, test, messages, recover, and a
+    // message's two on retry).
+    expect(checked.length).toBe(23)
   })
 })

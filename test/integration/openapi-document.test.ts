@@ -1,6 +1,7 @@
 import { beforeAll, describe, expect, test } from 'bun:test'
 import { ERROR_CODES, type ErrorCode } from '../../src/lib/errors'
 import { errorCodesFor, finalizeDocument } from '../../src/lib/openapi-document'
+import { EVENT_TYPES } from '../../src/modules/webhook-endpoints/model'
 import { makeTestApp, request, testDatabase } from '../helpers/test-app'
 
 beforeAll(() => testDatabase(), 60_000)
@@ -178,6 +179,33 @@ describe('the published OpenAPI document', () => {
       'spam',
       'error',
     ])
+  })
+})
+
+describe('the published webhooks section', () => {
+  test('every outbound event type, with its payload schema and the Standard Webhooks headers', async () => {
+    const document = (await publishedDocument()) as unknown as {
+      webhooks: Record<
+        string,
+        {
+          post: {
+            operationId: string
+            parameters: Array<{ name: string }>
+            requestBody: { content: Record<string, { schema: { properties: { type: { const: string } } } }> }
+          }
+        }
+      >
+    }
+    expect(Object.keys(document.webhooks).sort()).toEqual([...EVENT_TYPES].sort())
+    for (const [type, item] of Object.entries(document.webhooks)) {
+      expect(item.post.requestBody.content['application/json']!.schema.properties.type.const).toBe(type)
+      expect(item.post.parameters.map((parameter) => parameter.name)).toEqual([
+        'webhook-id',
+        'webhook-timestamp',
+        'webhook-signature',
+      ])
+      expect(item.post.operationId).toMatch(/^[a-z][A-Za-z]*Event$/)
+    }
   })
 })
 

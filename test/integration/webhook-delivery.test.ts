@@ -366,11 +366,17 @@ describe('webhook delivery: rotation, replay, recover', () => {
     await worker.deliverDue()
     expect(target.received.map((entry) => entry.headers['webhook-id'])).toEqual([messageId, messageId])
     expect((await deliveryOf(ctx, endpoint.id, messageId)).attemptCount).toBe(2)
-    for (const id of [crypto.randomUUID(), 'nope']) {
-      const missing = await call(app, token, 'POST', `${BASE}/${endpoint.id}/messages/${id}/retry`)
-      expect(missing.status).toBe(404)
-      expect((await missing.json()).error).toBe('not_found')
-    }
+    const missing = await call(
+      app,
+      token,
+      'POST',
+      `${BASE}/${endpoint.id}/messages/${crypto.randomUUID()}/retry`,
+    )
+    expect(missing.status).toBe(404)
+    expect((await missing.json()).error).toBe('not_found')
+    const malformed = await call(app, token, 'POST', `${BASE}/${endpoint.id}/messages/nope/retry`)
+    expect(malformed.status).toBe(400)
+    expect((await malformed.json()).error).toBe('validation_failed')
   })
 
   test('recover re-sends every failed message since the given time, and only those', async () => {

@@ -316,11 +316,12 @@ describe('webhook endpoints: tenant isolation', () => {
     expect((await call(app, token, 'GET', BASE).then((response) => response.json())).data).toEqual([])
   })
 
-  test('an id that is not a UUID is a 404', async () => {
+  test('an id that is not a UUID is a 400 naming it (the one rule for ids, docs/api.md); a UUID of nothing is a 404', async () => {
     const { app, token } = await makeTestApp().then(async ({ app, ctx }) => ({
       app,
       token: (await createSignedInUser(ctx)).token,
     }))
-    await expectError(await call(app, token, 'GET', `${BASE}/not-a-uuid`), 404, 'not_found')
+    await expectError(await call(app, token, 'GET', `${BASE}/not-a-uuid`), 400, 'validation_failed')
+    await expectError(await call(app, token, 'GET', `${BASE}/${crypto.randomUUID()}`), 404, 'not_found')
   })
 })

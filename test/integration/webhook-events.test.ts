@@ -22,11 +22,11 @@ afterEach(() => {
 
 const DAY = 24 * 3600_000
 
-async function setup(eventTypes: string[] = []) {
+async function setup(eventTypes: string[] = [], receiverOptions: { checkContract?: boolean } = {}) {
   const clock = new FakeClock(Date.UTC(2026, 8, 1, 12))
   const { app, ctx } = await makeTestApp({ clock })
   const { organization, user } = await createSignedInUser(ctx)
-  const receiver = startReceiver()
+  const receiver = startReceiver(undefined, receiverOptions)
   receivers.push(receiver)
   const endpoint = await createWebhookEndpoint(ctx, organization.id, {
     url: receiver.url,
@@ -129,7 +129,8 @@ describe('webhook events: source.status_changed (the failure alert)', () => {
 describe('webhook events: every type reaches a subscribed endpoint, and only those', () => {
   test('an endpoint subscribed to one type gets no other', async () => {
     for (const type of EVENT_TYPES) {
-      const { ctx, organization, receiver, worker } = await setup([type])
+      // Made-up payloads (`{probe}`): this test is about routing by type, not their shape.
+      const { ctx, organization, receiver, worker } = await setup([type], { checkContract: false })
       const service = webhookEndpointsService(ctx)
       for (const other of EVENT_TYPES) {
         if (other === 'ping') continue

@@ -1,5 +1,5 @@
 import { t } from 'elysia'
-import { ListQueryFields, NextCursor } from '../../lib/schemas'
+import { ListQueryFields, NextCursor, ResourceId } from '../../lib/schemas'
 import { Lead } from '../leads/model'
 
 /** Every event an endpoint can subscribe to (docs/webhooks.md describes each). */
@@ -98,6 +98,7 @@ export const EndpointRecord = t.Object(
     stats: EndpointStats,
   },
   {
+    title: 'WebhookEndpoint',
     description: 'An outbound webhook endpoint. Its signing secret is never shown here.',
     examples: [examples.endpoint],
   },
@@ -117,6 +118,7 @@ export const EndpointWithSecret = t.Object(
     }),
   },
   {
+    title: 'WebhookEndpointWithSecret',
     description: 'The endpoint with its signing secret: returned only at creation and rotation',
     examples: [{ ...examples.endpoint, secret: examples.secret, previous_secret_expires_at: null }],
   },
@@ -125,7 +127,7 @@ export type EndpointWithSecret = typeof EndpointWithSecret.static
 
 export const EndpointList = t.Object(
   { data: t.Array(EndpointRecord), next_cursor: NextCursor },
-  { description: 'A page of endpoints, newest first' },
+  { title: 'WebhookEndpointPage', description: 'A page of endpoints, newest first' },
 )
 export type EndpointList = typeof EndpointList.static
 
@@ -133,13 +135,12 @@ export const EndpointListQuery = t.Object({ ...ListQueryFields })
 export type EndpointListQuery = typeof EndpointListQuery.static
 
 export const EndpointIdParams = t.Object({
-  // Not `format: uuid`: an id that is not a UUID names no endpoint, so it is a 404 like any other.
-  id: t.String({ description: 'Endpoint id (UUID)', examples: [examples.endpoint.id] }),
+  id: ResourceId('Endpoint id'),
 })
 
 export const MessageParams = t.Object({
-  id: t.String({ description: 'Endpoint id (UUID)' }),
-  message_id: t.String({ description: 'Message id (UUID): the `webhook-id` of its attempts' }),
+  id: ResourceId('Endpoint id'),
+  message_id: ResourceId('Message id: the `webhook-id` of its attempts'),
 })
 
 export const CreateEndpointBody = t.Object(
@@ -151,6 +152,8 @@ export const CreateEndpointBody = t.Object(
     enabled: t.Optional(t.Boolean({ default: true })),
   },
   {
+    title: 'CreateWebhookEndpointRequest',
+    additionalProperties: false,
     description: 'A field not listed here is a 400 `validation_failed` naming it.',
     examples: [{ url: 'https://hooks.example.com/lead-capture', event_types: ['lead.created'] }],
   },
@@ -166,6 +169,8 @@ export const UpdateEndpointBody = t.Object(
     enabled: t.Optional(t.Boolean()),
   },
   {
+    title: 'UpdateWebhookEndpointRequest',
+    additionalProperties: false,
     description:
       'Only the fields sent change; lists are replaced whole. `enabled: true` also clears `disabled_reason` and the failure streak. A field not listed here is a 400 `validation_failed` naming it.',
     examples: [{ enabled: false }, { event_types: ['lead.created', 'source.status_changed'] }],
@@ -201,13 +206,13 @@ export const MessageRecord = t.Object(
     payload: t.Record(t.String(), t.Unknown(), { description: 'the body sent: `{type, timestamp, data}`' }),
     attempts: t.Array(Attempt, { description: 'newest first, at most 20' }),
   },
-  { description: 'A message on its way to one endpoint, with its attempts' },
+  { title: 'WebhookMessage', description: 'A message on its way to one endpoint, with its attempts' },
 )
 export type MessageRecord = typeof MessageRecord.static
 
 export const MessageList = t.Object(
   { data: t.Array(MessageRecord), next_cursor: NextCursor },
-  { description: 'Messages of the endpoint, newest first' },
+  { title: 'WebhookMessagePage', description: 'Messages of the endpoint, newest first' },
 )
 export type MessageList = typeof MessageList.static
 
@@ -226,7 +231,11 @@ export const RecoverBody = t.Object(
       examples: ['2026-01-01T00:00:00Z'],
     }),
   },
-  { examples: [{ since: '2026-01-01T00:00:00Z' }] },
+  {
+    title: 'RecoverWebhookMessagesRequest',
+    additionalProperties: false,
+    examples: [{ since: '2026-01-01T00:00:00Z' }],
+  },
 )
 export type RecoverBody = typeof RecoverBody.static
 
