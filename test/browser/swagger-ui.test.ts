@@ -57,11 +57,14 @@ describe('Swagger UI at /swagger, offline', () => {
       await page.locator('.opblock').first().waitFor({ timeout: 15_000 })
       const document = (await (await fetch(`${apiBase}/swagger/json`)).json()) as {
         paths: Record<string, Record<string, unknown>>
+        webhooks: Record<string, Record<string, unknown>>
       }
-      const operationCount = Object.values(document.paths).reduce(
+      // Every route and every outbound event (the `webhooks` section) is an operation block.
+      const operationCount = [...Object.values(document.paths), ...Object.values(document.webhooks)].reduce(
         (count, item) => count + Object.keys(item).length,
         0,
       )
+      expect(Object.keys(document.webhooks).length).toBeGreaterThan(0)
       expect(await page.locator('.opblock').count()).toBe(operationCount)
       expect(served).toEqual(
         expect.arrayContaining([
