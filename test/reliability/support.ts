@@ -174,20 +174,7 @@ async function startReplica(options: ReplicaOptions): Promise<Replica> {
     stdout: 'pipe',
     stderr: 'pipe',
   })
-  // Drain both pipes (a full pipe would block the child) and keep the tail for diagnostics.
-  const tail: string[] = []
-  const drain = async (stream: ReadableStream<Uint8Array>) => {
-    const decoder = new TextDecoder()
-    const reader = stream.getReader()
-    for (;;) {
-      const { done, value } = await reader.read()
-      if (done) return
-      tail.push(decoder.decode(value))
-      if (tail.length > 200) tail.splice(0, tail.length - 200)
-    }
-  }
-  void drain(child.stdout as ReadableStream<Uint8Array>).catch(() => {})
-  void drain(child.stderr as ReadableStream<Uint8Array>).catch(() => {})
+  const tail = drainKeepingTail(child, 200)
 
   const exitWithin = async (milliseconds: number) => {
     const code = await Promise.race([child.exited, Bun.sleep(milliseconds).then(() => undefined)])
@@ -228,6 +215,27 @@ async function startReplica(options: ReplicaOptions): Promise<Replica> {
     }
   }
   return replica
+}
+
+/**
+ * Drains a child's stdout and stderr (a full pipe would block it) and keeps the last `chunks`
+ * pieces of output, for failure messages.
+ */
+function drainKeepingTail(child: { stdout: unknown; stderr: unknown }, chunks: number): string[] {
+  const tail: string[] = []
+  for (const stream of [child.stdout, child.stderr] as ReadableStream<Uint8Array>[]) {
+    void (async () => {
+      const decoder = new TextDecoder()
+      const reader = stream.getReader()
+      for (;;) {
+        const { done, value } = await reader.read()
+        if (done) return
+        tail.push(decoder.decode(value))
+        if (tail.length > chunks) tail.splice(0, tail.length - chunks)
+      }
+    })().catch(() => {})
+  }
+  return tail
 }
 
 /** Polls GET /readyz until 200; fails when the deadline passes or the process exits. */
@@ -560,19 +568,7 @@ export async function startHaproxy(build: (port: number, statsPort: number) => s
   const check = Bun.spawnSync(['haproxy', '-c', '-q', '-f', configPath], { stdout: 'pipe', stderr: 'pipe' })
   if (check.exitCode !== 0) throw new Error(`haproxy config invalid: ${check.stderr.toString()}`)
   const child = Bun.spawn(['haproxy', '-db', '-f', configPath], { stdout: 'pipe', stderr: 'pipe' })
-  const tail: string[] = []
-  for (const stream of [child.stdout, child.stderr] as ReadableStream<Uint8Array>[]) {
-    void (async () => {
-      const decoder = new TextDecoder()
-      const reader = stream.getReader()
-      for (;;) {
-        const { done, value } = await reader.read()
-        if (done) return
-        tail.push(decoder.decode(value))
-        if (tail.length > 400) tail.splice(0, tail.length - 400)
-      }
-    })().catch(() => {})
-  }
+  const tail = drainKeepingTail(child, 400)
   const stop = async () => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM')
     await withTimeout(child.exited, 5000, 'haproxy exit').catch(() => child.kill('SIGKILL'))

@@ -51,7 +51,7 @@ import { logEntryPage, logsPage } from './views/logs'
 import { membersPage } from './views/members'
 import { sourcePage } from './views/source'
 import { sourcesPage } from './views/sources'
-import { tokensPage } from './views/tokens'
+import { type TokensView, tokensPage } from './views/tokens'
 
 /**
  * Every page: no caching of personal data, no framing (clickjacking), scripts and styles from this
@@ -135,6 +135,19 @@ export function dashboardModule(ctx: AppContext) {
   const service = dashboardService(ctx)
   const resolver = credentialResolver(ctx)
   const { config } = ctx
+
+  /** The tokens page with the caller's live tokens; `mayCreate` follows the create permission. */
+  async function renderTokensPage(
+    session: TokensView['session'],
+    notices: Pick<TokensView, 'created' | 'error' | 'revoked'> = {},
+  ): Promise<string> {
+    return tokensPage({
+      session,
+      tokens: (await service.tokens(session.principal)).data,
+      mayCreate: allows(session.principal, PAGE_ACCESS.createToken),
+      ...notices,
+    })
+  }
 
   function preSessionCsrf(request: Request, set: Reply): string {
     const existing = cookieValue(request, PRE_SESSION_CSRF_COOKIE)
@@ -390,14 +403,7 @@ export function dashboardModule(ctx: AppContext) {
     )
     .get(
       '/tokens',
-      ({ session, set }) =>
-        htmlOrErrorPage(set, session, async () =>
-          tokensPage({
-            session,
-            tokens: (await service.tokens(session.principal)).data,
-            mayCreate: allows(session.principal, PAGE_ACCESS.createToken),
-          }),
-        ),
+      ({ session, set }) => htmlOrErrorPage(set, session, async () => renderTokensPage(session)),
       { page: PAGE_ACCESS.tokens, response: pageResponses, detail: hidden },
     )
     .post(
@@ -406,10 +412,7 @@ export function dashboardModule(ctx: AppContext) {
         htmlOrErrorPage(set, session, async () => {
           const result = await attempt(set, () => service.createToken(session.principal, body))
           if (result.value) set.status = 201
-          return tokensPage({
-            session,
-            tokens: (await service.tokens(session.principal)).data,
-            mayCreate: true,
+          return renderTokensPage(session, {
             created: result.value && { token: result.value.token, name: result.value.name },
             error: result.error && messageOf(result.error),
           })
@@ -426,12 +429,7 @@ export function dashboardModule(ctx: AppContext) {
       ({ session, params, set }) =>
         htmlOrErrorPage(set, session, async () => {
           await service.revokeToken(session.principal, params.token_id)
-          return tokensPage({
-            session,
-            tokens: (await service.tokens(session.principal)).data,
-            mayCreate: allows(session.principal, PAGE_ACCESS.createToken),
-            revoked: true,
-          })
+          return renderTokensPage(session, { revoked: true })
         }),
       {
         page: PAGE_ACCESS.tokens,
