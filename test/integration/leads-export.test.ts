@@ -220,13 +220,13 @@ describe('GET /api/v2/leads/export.csv', () => {
     }
     // Counts the service's page queries (the repository is the service's own, built per context).
     const repository = (
-      leadsService(ctx) as unknown as { repository: { list: (...args: never[]) => unknown } }
+      leadsService(ctx) as unknown as { repository: { exportPage: (...args: never[]) => unknown } }
     ).repository
-    const list = repository.list.bind(repository)
+    const exportPage = repository.exportPage.bind(repository)
     let queries = 0
-    repository.list = (...args: never[]) => {
+    repository.exportPage = (...args: never[]) => {
       queries++
-      return list(...args)
+      return exportPage(...args)
     }
     const response = await call(app, token, 'GET', EXPORT)
     const reader = response.body!.getReader()
