@@ -8,16 +8,16 @@ import type { Principal } from '../auth/credentials'
 import { identityService } from '../auth/service'
 import { LogsQuery, type SourceHealth } from '../delivery-logs/model'
 import { deliveryLogsService } from '../delivery-logs/service'
-import { LeadExportQuery, LeadListQuery } from '../leads/model'
+import { LeadExportQuery, LeadListQuery, UpdateLeadBody } from '../leads/model'
 import { leadsService } from '../leads/service'
-import { AddMemberRequest } from '../members/model'
+import { AddMemberRequest, ChangeRoleRequest } from '../members/model'
 import { membersService } from '../members/service'
 import { CreatePatRequest } from '../pat/model'
 import { patService } from '../pat/service'
 import { RegenerateKeyBody, type SourceRecord, UpdateSourceBody } from '../sources/model'
 import { sourcesService } from '../sources/service'
 import { PAGE_ACCESS } from './access'
-import type { LeadsPageQuery, LogsPageQuery, SourceForm } from './model'
+import type { LeadForm, LeadsPageQuery, LogsPageQuery, SourceForm } from './model'
 
 export const SOURCES_PAGE_SIZE = 50
 export const LOGS_PAGE_SIZE = 50
@@ -166,12 +166,40 @@ export class DashboardService {
     return leadsService(this.ctx).list(principal.organizationId, filters)
   }
 
+  lead(principal: Principal, id: string) {
+    return leadsService(this.ctx).get(principal.organizationId, id)
+  }
+
+  /**
+   * The edit form sends every field; an empty one clears it, as `null` does in the API. Custom
+   * fields arrive as JSON text and replace the lead's whole, as in the API.
+   */
+  updateLead(principal: Principal, id: string, form: LeadForm) {
+    const body = checkAgainst(UpdateLeadBody, {
+      first_name: form.first_name ?? null,
+      last_name: form.last_name ?? null,
+      email: form.email ?? null,
+      phone_raw: form.phone_raw ?? null,
+      status: form.status ?? null,
+      custom_fields: parseCustomFields(form.custom_fields),
+    })
+    return leadsService(this.ctx).update(principal.organizationId, id, body)
+  }
+
+  deleteLead(principal: Principal, id: string) {
+    return leadsService(this.ctx).remove(principal.organizationId, id)
+  }
+
   exportLeads(principal: Principal, query: LeadsPageQuery) {
     const filters = checkAgainst(LeadExportQuery, {
       ...(query.q?.trim() ? { q: query.q.trim() } : {}),
       ...(query.source_id ? { source_id: query.source_id } : {}),
     })
     return leadsService(this.ctx).exportCsv(principal.organizationId, filters)
+  }
+
+  deleteSource(principal: Principal, id: string) {
+    return sourcesService(this.ctx).remove(principal.organizationId, id)
   }
 
   tokens(principal: Principal) {
@@ -199,6 +227,23 @@ export class DashboardService {
     return membersService(this.ctx).list(principal, { limit: 200 })
   }
 
+  member(principal: Principal, userId: string) {
+    return membersService(this.ctx).get(principal, userId)
+  }
+
+  async changeMemberRole(principal: Principal, userId: string, role: string) {
+    const { role: checked } = checkAgainst(ChangeRoleRequest, { role })
+    // The API's path schema refuses an id that is not a UUID; here it is what it means: no member.
+    await this.member(principal, userId)
+    return membersService(this.ctx).changeRole(principal, userId, checked)
+  }
+
+  async removeMember(principal: Principal, userId: string) {
+    const member = await this.member(principal, userId)
+    await membersService(this.ctx).remove(principal, userId)
+    return member
+  }
+
   addMember(principal: Principal, form: { email: string; password: string; role: string }) {
     const input = checkAgainst(AddMemberRequest, {
       email: form.email,
@@ -206,6 +251,18 @@ export class DashboardService {
       role: form.role,
     })
     return membersService(this.ctx).add(principal, input)
+  }
+}
+
+/** The custom-fields textarea: a JSON object, or empty for none. */
+function parseCustomFields(text: string | undefined): unknown {
+  if (!text?.trim()) return {}
+  try {
+    return JSON.parse(text)
+  } catch {
+    throw errors.validation('the custom fields are not valid', [
+      { path: '/custom_fields', message: 'must be a JSON object, e.g. {"company": "Acme"}' },
+    ])
   }
 }
 

@@ -14,6 +14,7 @@ export interface SourceView {
   publicBaseUrl: string
   mayManage: boolean
   mayRegenerate: boolean
+  mayDelete: boolean
   newKey?: SourceWithKey
   newKeyHeadline?: string
   error?: string | null
@@ -94,6 +95,15 @@ export function sourcePage(view: SourceView): string {
             <button type="submit">Regenerate key</button>
           </form>
         </section>
+      ) : (
+        ''
+      )}
+      {view.mayDelete ? (
+        <p>
+          <a href={`/app/sources/${source.id}/delete`} class="danger">
+            Delete this source…
+          </a>
+        </p>
       ) : (
         ''
       )}
