@@ -153,6 +153,20 @@ describe('BOLA: another organization’s resources', () => {
     })
   }
 
+  test('the table covers every dashboard route that names something', async () => {
+    const { app } = await makeTestApp()
+    const shape = (path: string) => path.split('?')[0]!.replace(/:[a-z_]+/g, ':')
+    const named = (app.routes as Array<{ method: string; path: string }>)
+      .filter((route) => route.path.startsWith('/app/') && route.path.includes(':'))
+      .filter((route) => route.path !== '/app/assets/:file')
+      .map((route) => `${route.method} ${shape(route.path)}`)
+    const covered = new Set(
+      RESOURCE_ROUTES.map((route) => `${route.method} ${shape(route.path(PLACEHOLDERS))}`),
+    )
+    expect(named).toContain('POST /app/members/:/remove')
+    expect(named.filter((route) => !covered.has(route))).toEqual([])
+  })
+
   test('an id that is not a UUID is a 404 page too', async () => {
     const { app, ctx } = await makeTestApp()
     const owner = await createSignedInUser(ctx)
