@@ -1,6 +1,6 @@
 import type { Lead } from '../../leads/model'
 import type { PageSession } from '../session'
-import { CsrfField, documentOf, formatTime, Layout, Notice } from './layout'
+import { CsrfField, documentOf, FormOutcome, formatTime, Layout } from './layout'
 
 export interface LeadView {
   session: PageSession
@@ -23,17 +23,7 @@ export function leadPage(view: LeadView): string {
         <a href="/app/leads">Leads</a>
       </p>
       <h1 safe>{name}</h1>
-      <Notice kind="error" message={view.error} />
-      {view.details?.length ? (
-        <ul class="details">
-          {view.details.map((detail) => (
-            <li safe>{`${detail.path}: ${detail.message}`}</li>
-          ))}
-        </ul>
-      ) : (
-        ''
-      )}
-      <Notice kind="success" message={view.saved ? 'Lead saved.' : null} />
+      <FormOutcome error={view.error} details={view.details} done={view.saved ? 'Lead saved.' : null} />
       <dl class="entry">
         <Fact term="Received" value={formatTime(lead.created_at)} />
         <Fact term="Updated" value={formatTime(lead.updated_at)} />
