@@ -8,7 +8,11 @@
  *
  * Method, fixed before the first run: every timing is sequential requests over loopback to the
  * service in this process, measured to the last byte of the body; pages 200 requests after 20
- * warm-up ones; each export size 3 rounds, every round kept, RSS sampled every 10 ms while it runs.
+ * warm-up ones; each export size 3 rounds, every round kept, RSS sampled every 10 ms while it runs
+ * (the export's client is curl in a child process, so the RSS is the service's alone).
+ *
+ * BENCH_HEALTH_ONLY=export: only the export (no log rows, a few seconds); BENCH_HEALTH_EXPORT_SIZES
+ * (default 10000,100000): the lead counts exported.
  */
 import { mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
