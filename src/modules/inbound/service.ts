@@ -97,7 +97,7 @@ export class InboundService {
     const { source, refusal: limited } = await this.admit(call, clientIp)
     const delivery: Delivery = { request: call.request, source, clientIp, receivedAt, started }
     this.lastRequests.note(source.id, receivedAt.getTime())
-    if (limited) this.countFlood(delivery, limited)
+    if (limited) return this.countFlood(delivery, limited)
 
     const refused = allowListRefusal(source, clientIp, call.request)
     if (refused) return this.refuse(delivery, refused)
@@ -131,9 +131,10 @@ export class InboundService {
   /**
    * CORS preflight. Counted against the key's limit like any other request. An origin outside the
    * domain allow list gets a 403 without CORS headers (the browser then never sends the POST), and
-   * the refusal is logged so the source's owner can see it.
+   * the refusal is logged so the source's owner can see it. An admitted preflight's headers are
+   * written like every other answer's (InboundCall.headers).
    */
-  async preflight(call: InboundCall): Promise<Record<string, string>> {
+  async preflight(call: InboundCall): Promise<void> {
     const clientIp = this.registry.get(call.request).clientIp
     const { source, refusal } = await this.admit(call, clientIp)
     if (refusal) throw refusal
@@ -152,7 +153,7 @@ export class InboundService {
       ])
       throw refused
     }
-    return preflightHeaders(source, call.request.headers.get('origin'))
+    Object.assign(call.headers, preflightHeaders(source, call.request.headers.get('origin')))
   }
 
   /** The source behind a key for the informational GET: same 404s and limit as a POST. */
