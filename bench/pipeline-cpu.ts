@@ -64,14 +64,14 @@ const config = loadConfig({
 // A clock moved a minute on before each round, so no key reaches its 60 per minute across rounds.
 const clock = new FakeClock(Date.now())
 const ctx = await createContext(config, { limiter: new MemoryRateLimiter(), clock })
-const repository = inboundService(ctx).repository
-repository.ingest = async () => ({ leadId: Bun.randomUUIDv7(), outcome: 'created' })
+const writer = inboundService(ctx).writer
+writer.ingest = async () => ({ leadId: Bun.randomUUIDv7(), outcome: 'created' })
 const service = createApp(ctx).listen({ port: servicePort, hostname: '127.0.0.1' })
 
 // The same pipeline with the input guard switched off (every check a no-op).
 const unguardedPort = await freePort()
 const unguardedCtx = await createContext(config, { limiter: new MemoryRateLimiter(), clock })
-inboundService(unguardedCtx).repository.ingest = repository.ingest
+inboundService(unguardedCtx).writer.ingest = writer.ingest
 const off = inputGuard(unguardedCtx)
 off.checkJsonDepth = () => {}
 off.unstorable = () => []

@@ -3,7 +3,7 @@ import { type Config, loadConfig } from '../../src/config'
 import { type AppContext, type ContextOverrides, createContext } from '../../src/context'
 import { type DatabaseHandle, openDatabase } from '../../src/db/client'
 import { runMigrations } from '../../src/db/migrate'
-import { createMemoryLogger } from '../../src/lib/logger'
+import { createMemoryLogger, type LogFields } from '../../src/lib/logger'
 import { MemoryRateLimiter } from '../../src/lib/rate-limit'
 import { contractOf } from './contract'
 import { createSignedInUser } from './factories'
@@ -50,16 +50,30 @@ export interface TestAppOptions extends Omit<ContextOverrides, 'database'> {
   contract?: boolean
 }
 
+/** The lines each test context's memory logger kept (loggedLines). */
+const memoryLogs = new WeakMap<AppContext, LogFields[]>()
+
 export async function makeTestContext(options: TestAppOptions = {}): Promise<AppContext> {
   const { env, contract: _contract, ...overrides } = options
   const config = testConfig(env)
   const database = await testDatabase()
-  return createContext(config, {
-    logger: createMemoryLogger('debug'),
+  const logger = createMemoryLogger('debug')
+  const ctx = await createContext(config, {
+    logger,
     rateLimitKeyPrefix: `rl:test:${crypto.randomUUID()}:`,
     ...overrides,
     database,
   })
+  if (ctx.logger === logger) memoryLogs.set(ctx, logger.lines)
+  return ctx
+}
+
+/** What a test context logged so far, one object per line (what stdout would have received). */
+export function loggedLines(ctx: AppContext): LogFields[] {
+  const lines = memoryLogs.get(ctx)
+  if (!lines)
+    throw new Error('loggedLines: this context was not made by makeTestContext with its memory logger')
+  return lines
 }
 
 export async function makeTestApp(options: TestAppOptions = {}) {

@@ -82,10 +82,7 @@ export function inboundModule(ctx: AppContext) {
     .options(
       '/:api_key',
       async ({ params, request, set }) => {
-        Object.assign(
-          set.headers,
-          await service.preflight({ apiKey: params.api_key, request, headers: set.headers }),
-        )
+        await service.preflight({ apiKey: params.api_key, request, headers: set.headers })
         set.status = 204
       },
       {
