@@ -25,7 +25,9 @@ export const EnvSchema = Type.Object({
   DATABASE_POOL_SIZE: Type.Integer({ minimum: 1, maximum: 200, default: 10 }),
   // Which client sends the parameterised hot statements (the group commit, the delivery log):
   // postgres.js (Drizzle's driver) or Bun's built-in Bun.sql. docs/benchmarks.md has the comparison.
-  DATABASE_DRIVER: Type.Union([Type.Literal('postgres-js'), Type.Literal('bun-sql')], { default: 'postgres-js' }),
+  DATABASE_DRIVER: Type.Union([Type.Literal('postgres-js'), Type.Literal('bun-sql')], {
+    default: 'postgres-js',
+  }),
   // The rate limiter's Redis client: ioredis or Bun's built-in RedisClient (same script, same breaker).
   REDIS_DRIVER: Type.Union([Type.Literal('ioredis'), Type.Literal('bun')], { default: 'ioredis' }),
   SHUTDOWN_TIMEOUT_MS: Type.Integer({ minimum: 0, maximum: 600_000, default: 10_000 }),

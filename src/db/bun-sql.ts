@@ -93,7 +93,8 @@ export class BunSqlError extends Error {
 function asPostgresJsError(error: unknown, text: string): unknown {
   if (!(error instanceof Error)) return error
   const fields = error as Error & { code?: unknown; errno?: unknown; constraint?: unknown }
-  const sqlstate = typeof fields.errno === 'string' && /^[0-9A-Z]{5}$/.test(fields.errno) ? fields.errno : undefined
+  const sqlstate =
+    typeof fields.errno === 'string' && /^[0-9A-Z]{5}$/.test(fields.errno) ? fields.errno : undefined
   const driverCode = typeof fields.code === 'string' ? fields.code : ''
   const code =
     sqlstate ??
