@@ -12,6 +12,8 @@ const LogLevel = Type.Union(['debug', 'info', 'warn', 'error', 'silent'].map((le
 export const EnvSchema = Type.Object({
   PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 3000 }),
   HOST: Type.String({ minLength: 1, default: '0.0.0.0' }),
+  // Several replicas on one host share PORT (SO_REUSEPORT, Linux): one per core (docs/operations.md).
+  REUSE_PORT: Type.Boolean({ default: false }),
   PUBLIC_BASE_URL: Type.Optional(Type.String({ pattern: '^https?://[^\\s/]+(/[^\\s]*)?$' })),
   DATABASE_URL: Type.Optional(Type.String({ pattern: '^postgres(ql)?://' })),
   REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://' })),
@@ -45,6 +47,7 @@ export type LogLevelName = 'debug' | 'info' | 'warn' | 'error' | 'silent'
 export interface Config {
   port: number
   host: string
+  reusePort: boolean
   publicBaseUrl: string
   databaseUrl: string | undefined
   redisUrl: string | undefined
@@ -121,6 +124,7 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
   return {
     port: env.PORT,
     host: env.HOST,
+    reusePort: env.REUSE_PORT,
     publicBaseUrl,
     databaseUrl: env.DATABASE_URL,
     redisUrl: env.REDIS_URL,
