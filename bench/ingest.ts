@@ -476,7 +476,8 @@ if (import.meta.main) {
     plan.contenders = [...services, ...handlers]
     const result = await runIngestBenchmark(databaseUrl, keysFile, plan)
     printIngest(result)
-    const file = join(ROOT, 'bench/results/ingest.json')
+    // A --quick check never overwrites the committed figures of a measurement.
+    const file = join(ROOT, QUICK ? 'bench/results/ingest-quick.tmp' : 'bench/results/ingest.json')
     writeFileSync(
       file,
       `${JSON.stringify({ date: new Date().toISOString(), argv: Bun.argv.slice(2), sources: SOURCES, seconds: SECONDS, rounds: ROUNDS, connection_levels: CONNECTION_LEVELS, ...result }, null, 2)}\n`,
