@@ -17,6 +17,9 @@ export function testConfig(overrides: Record<string, string> = {}): Config {
   return loadConfig({
     DATABASE_URL: process.env.DATABASE_URL,
     REDIS_URL: process.env.REDIS_URL,
+    // The client switches (docs/benchmarks.md): the suite runs with each of them on and off.
+    DATABASE_DRIVER: process.env.DATABASE_DRIVER,
+    REDIS_DRIVER: process.env.REDIS_DRIVER,
     LOG_LEVEL: 'silent',
     PUBLIC_BASE_URL: 'http://lead-capture.test',
     // app.handle has no socket: the peer counts as loopback, so tests can set X-Forwarded-For.
