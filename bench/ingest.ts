@@ -38,6 +38,9 @@ import {
  *                                  `NAME=value+NAME=value` for any other environment)
  *   --baseline <git rev>           that commit's service, from a temporary worktree
  *   --endpoint                     one webhook endpoint (lead.created) with a loopback receiver
+ *                                  for every service contender; the variant `endpoint` instead
+ *                                  enables it for that contender only (the default service without
+ *                                  an endpoint and with one in the same rounds: issue [6]'s 10%)
  *   --replicas N                   every contender as N processes on one port (SO_REUSEPORT)
  *   --quick                        one level, one round, short runs: a check, not a measurement
  */
@@ -79,7 +82,11 @@ const SERVICE_VARIANTS: Record<string, Record<string, string>> = {
   bunsql: { DATABASE_DRIVER: 'bun-sql' },
   bunredis: { REDIS_DRIVER: 'bun' },
   both: { DATABASE_DRIVER: 'bun-sql', REDIS_DRIVER: 'bun' },
+  /** The default service with the benchmark's webhook endpoint enabled while it runs. */
+  endpoint: {},
 }
+/** Variants that run with the webhook endpoint enabled (the others run with it disabled). */
+const ENDPOINT_VARIANTS = new Set(['endpoint'])
 
 function variantEnv(name: string): Record<string, string> {
   const known = SERVICE_VARIANTS[name]
@@ -183,24 +190,32 @@ export type Handler = (typeof HANDLERS)[number]
 export interface Contender {
   name: string
   kind: 'service' | 'handler'
+  /** A service that runs with the benchmark's webhook endpoint enabled. */
+  webhookEndpoint?: boolean
   start(databaseUrl: string): ReturnType<typeof spawnServer>
 }
 
 /** Everything a run of the benchmark varies, from the command line; the defaults are issue [7]'s method. */
 export interface IngestPlan {
   contenders: Contender[]
-  /** Run before each service contender starts (the `--endpoint` outbox reset). */
-  beforeService?: () => Promise<void>
+  /** Run before each service contender starts (the endpoint's outbox reset and enabled flag). */
+  beforeService?: (contender: Contender) => Promise<void>
   /** Run after each service contender stops (the `--endpoint` delivery count). */
   afterService?: () => Promise<Record<string, number>>
 }
 
 const spawnOptions = (cwd?: string): SpawnOptions => ({ cwd, replicas: REPLICAS })
 
-function serviceContender(name: string, env: Record<string, string>, cwd?: string): Contender {
+function serviceContender(
+  name: string,
+  env: Record<string, string>,
+  cwd?: string,
+  webhookEndpoint = false,
+): Contender {
   return {
     name,
     kind: 'service',
+    webhookEndpoint,
     start: (databaseUrl) =>
       spawnService({ DATABASE_URL: databaseUrl, DATABASE_POOL_SIZE: POOL_SIZE, ...env }, spawnOptions(cwd)),
   }
@@ -262,7 +277,7 @@ async function checkoutBaseline(
  */
 async function withEndpoint(databaseUrl: string): Promise<{
   env: Record<string, string>
-  beforeService(): Promise<void>
+  beforeService(contender: Contender): Promise<void>
   afterService(): Promise<Record<string, number>>
   close(): Promise<void>
 }> {
@@ -280,8 +295,9 @@ async function withEndpoint(databaseUrl: string): Promise<{
   await addWebhookEndpoint(sql, `http://127.0.0.1:${receiver.port}/hook`, SECRETS_KEY)
   return {
     env: { WEBHOOK_SECRETS_KEY: SECRETS_KEY, OUTBOUND_ALLOW_PRIVATE_NETWORKS: 'true' },
-    async beforeService() {
+    async beforeService(contender) {
       await sql`delete from webhook_deliveries where status = 'pending'`
+      await sql`update webhook_endpoints set enabled = ${contender.webhookEndpoint === true}`
       received = 0
     },
     async afterService() {
@@ -343,7 +359,7 @@ export async function runIngestBenchmark(
       const order = contenders.map((_, index) => contenders[(index + round - 1) % contenders.length]!)
       for (const contender of order) {
         const isService = contender.kind === 'service'
-        if (isService) await plan.beforeService?.()
+        if (isService) await plan.beforeService?.(contender)
         const leadsBefore = isService ? await leadCount() : 0
         const run = await measure(contender.name, () => contender.start(databaseUrl), keysFile)
         if (isService) {
@@ -454,7 +470,8 @@ if (import.meta.main) {
   try {
     const { databaseUrl, keysFile } = await prepareBenchDatabase()
     let serviceEnv: Record<string, string> = {}
-    if (cli.endpoint) {
+    const endpointVariant = variants?.some((variant) => ENDPOINT_VARIANTS.has(variant)) === true
+    if (cli.endpoint || endpointVariant) {
       const endpoint = await withEndpoint(databaseUrl)
       cleanups.push(endpoint.close)
       serviceEnv = endpoint.env
@@ -463,15 +480,17 @@ if (import.meta.main) {
     }
     const handlers = plan.contenders.filter((contender) => contender.kind === 'handler')
     const services = (variants ?? ['default']).map((variant) =>
-      serviceContender(variant === 'default' ? 'service' : `service [${variant}]`, {
-        ...serviceEnv,
-        ...variantEnv(variant),
-      }),
+      serviceContender(
+        variant === 'default' ? 'service' : `service [${variant}]`,
+        { ...serviceEnv, ...variantEnv(variant) },
+        undefined,
+        cli.endpoint || ENDPOINT_VARIANTS.has(variant),
+      ),
     )
     if (cli.baseline) {
       const baseline = await checkoutBaseline(cli.baseline)
       cleanups.push(baseline.remove)
-      services.push(serviceContender(`baseline ${baseline.label}`, serviceEnv, baseline.dir))
+      services.push(serviceContender(`baseline ${baseline.label}`, serviceEnv, baseline.dir, cli.endpoint))
     }
     plan.contenders = [...services, ...handlers]
     const result = await runIngestBenchmark(databaseUrl, keysFile, plan)
