@@ -1,5 +1,6 @@
 import { and, count, desc, eq, inArray, lt, max, sql } from 'drizzle-orm'
 import type { AppContext } from '../../context'
+import type { Database } from '../../db/client'
 import {
   webhookAttempts,
   webhookDeliveries,
@@ -8,6 +9,7 @@ import {
   webhookSources,
 } from '../../db/schema'
 import { newId } from '../../lib/ids'
+import { rowsOf } from '../delivery-logs/rollup'
 import type { EventType, MessageStatus } from './model'
 
 export type EndpointRow = typeof webhookEndpoints.$inferSelect
@@ -242,43 +244,46 @@ export class WebhookEndpointsRepository {
   /**
    * Writes an event for every enabled endpoint of the organization that takes it, in one
    * statement: the message is written only when at least one endpoint does. Returns the number of
-   * deliveries queued.
+   * deliveries queued. `db` is a transaction when the event must commit with another write (a
+   * token marked as announced, say) or not at all.
    */
-  async enqueue(event: NewEvent): Promise<number> {
-    const rows = await this.ctx.database.query<{ queued: number }>(ENQUEUE_SQL, [
-      event.id,
-      event.organizationId,
-      event.type,
-      JSON.stringify(event.data),
-      event.createdAt.toISOString(),
-      event.sourceId ?? null,
-      event.endpointId ?? null,
-      event.exceptEndpointId ?? null,
-    ])
+  async enqueue(event: NewEvent, db: Executor = this.ctx.db): Promise<number> {
+    const rows = rowsOf<{ queued: number }>(await db.execute(enqueueStatement(event)))
     return Number(rows[0]?.queued ?? 0)
   }
 }
 
+/** The database or a transaction: where enqueue() writes. */
+export type Executor = Pick<Database, 'execute'>
+
 // The endpoint choice is the same rule as ingest_leads() applies to lead events (drizzle/0011):
 // enabled, the event type subscribed (empty: all), the source accepted (empty: all).
-const ENQUEUE_SQL = `
+function enqueueStatement(event: NewEvent) {
+  const at = event.createdAt.toISOString()
+  const endpointId = event.endpointId ?? null
+  const exceptEndpointId = event.exceptEndpointId ?? null
+  const sourceId = event.sourceId ?? null
+  return sql`
 with targets as (
   select e.id from webhook_endpoints e
-  where e.organization_id = $2::uuid and e.enabled
-    and ($7::uuid is null or e.id = $7::uuid)
-    and ($8::uuid is null or e.id <> $8::uuid)
-    and ($7::uuid is not null or e.event_types = '[]'::jsonb or e.event_types ? $3::text)
-    and ($6::uuid is null or e.source_ids = '[]'::jsonb or e.source_ids ? $6::text)
+  where e.organization_id = ${event.organizationId}::uuid and e.enabled
+    and (${endpointId}::uuid is null or e.id = ${endpointId}::uuid)
+    and (${exceptEndpointId}::uuid is null or e.id <> ${exceptEndpointId}::uuid)
+    and (${endpointId}::uuid is not null or e.event_types = '[]'::jsonb or e.event_types ? ${event.type}::text)
+    and (${sourceId}::uuid is null or e.source_ids = '[]'::jsonb or e.source_ids ? ${sourceId}::text)
 ), message as (
   insert into webhook_messages (id, organization_id, event_type, payload, created_at)
-  select $1::uuid, $2::uuid, $3::text, $4::jsonb, $5::timestamptz where exists (select 1 from targets)
+  select ${event.id}::uuid, ${event.organizationId}::uuid, ${event.type}::text, ${JSON.stringify(event.data)}::jsonb,
+    ${at}::timestamptz where exists (select 1 from targets)
   returning id
 ), queued as (
   insert into webhook_deliveries (message_id, endpoint_id, organization_id, event_type, next_attempt_at, created_at)
-  select m.id, t.id, $2::uuid, $3::text, $5::timestamptz, $5::timestamptz from message m cross join targets t
+  select m.id, t.id, ${event.organizationId}::uuid, ${event.type}::text, ${at}::timestamptz, ${at}::timestamptz
+  from message m cross join targets t
   returning 1
 )
 select count(*)::int as queued from queued`
+}
 
 /** A delivery taken by a worker: what it needs to send one attempt. */
 export interface ClaimedDelivery {
