@@ -6,7 +6,7 @@ import { perContext } from '../../lib/memo'
 import { parseOutboundUrl, resolveOutboundTarget } from '../../lib/outbound-url'
 import { type AttemptOutcome, type ClaimedDelivery, DeliveryQueueRepository } from './repository'
 import { webhookEndpointsService } from './service'
-import { deliverySignal } from './signal'
+import { deliverySignal, ReplicaWakeups } from './signal'
 
 /** Waits after the 1st, 2nd… failed attempt; after the last one the message is `failed`. */
 export const RETRY_SCHEDULE_MS = [
@@ -51,6 +51,7 @@ export class DeliveryWorker {
   private readonly shutdown = new AbortController()
   private inFlight = 0
   private readonly results: ResultBuffer
+  private readonly wakeups: ReplicaWakeups
   private pumping: Promise<void> | null = null
   private pumpAgain = false
   private stopped = false
@@ -59,15 +60,24 @@ export class DeliveryWorker {
   constructor(private readonly ctx: AppContext) {
     this.queue = new DeliveryQueueRepository(ctx)
     this.results = new ResultBuffer(this.queue)
+    this.wakeups = new ReplicaWakeups(ctx, () => this.wake())
   }
 
-  /** In-process wake-ups and the shutdown hook; the poll is a periodic job (webhookJobs). */
-  start(): void {
-    if (this.started) return
+  /**
+   * Wake-ups (this replica's writes in process, the other replicas' over LISTEN/NOTIFY) and the
+   * shutdown hook; the poll is a periodic job (webhookJobs). Resolves once the LISTEN is in place
+   * (or has failed, to be tried again at the next poll).
+   */
+  start(): Promise<void> {
+    if (this.started) return this.wakeups.listen()
     this.started = true
-    deliverySignal(this.ctx).subscribe(() => this.wake())
+    deliverySignal(this.ctx).subscribe(() => {
+      this.wakeups.announce()
+      this.wake()
+    })
     this.ctx.onClose(() => this.stop(this.ctx.config.shutdownTimeoutMs))
     this.wake()
+    return this.wakeups.listen()
   }
 
   /** Claims and starts what is due now; never overlaps itself (a wake-up during a claim re-runs it). */
@@ -98,6 +108,8 @@ export class DeliveryWorker {
   }
 
   private async pump(): Promise<void> {
+    // A LISTEN that failed (database down at start-up) is tried again at every poll.
+    if (this.started) void this.wakeups.listen()
     while (!this.stopped && this.inFlight < IN_FLIGHT_TOTAL) {
       const now = this.ctx.clock.now()
       const token = newId()
@@ -295,6 +307,7 @@ export class DeliveryWorker {
    */
   async stop(graceMs: number): Promise<void> {
     this.stopped = true
+    this.wakeups.close()
     await this.pumping
     const pending = Promise.allSettled([...this.attempts])
     let timer: ReturnType<typeof setTimeout> | undefined
