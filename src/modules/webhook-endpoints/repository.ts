@@ -285,15 +285,27 @@ with targets as (
 select count(*)::int as queued from queued`
 }
 
-/** A delivery taken by a worker: what it needs to send one attempt. */
+/**
+ * A delivery taken by a worker: what it needs to send one attempt. The endpoint comes as its id and
+ * the version of its row (`xmin`, changed by every update of the row): the worker keeps endpoints
+ * (URL, opened secrets) by version and reads one again only when its row changed.
+ */
 export interface ClaimedDelivery {
   endpoint_id: string
+  endpoint_version: string
   message_id: string
   organization_id: string
   event_type: string
   attempt_count: number
-  payload: Record<string, unknown>
+  /** The message's `data` as stored JSON text: the body is built around it, never re-serialised. */
+  payload_json: string
   message_created_at: string | Date
+}
+
+/** What the worker keeps of an endpoint between deliveries (see ClaimedDelivery). */
+export interface EndpointForDelivery {
+  id: string
+  version: string
   url: string
   secret_ciphertext: string
   previous_secret_ciphertext: string | null
@@ -343,6 +355,16 @@ export class DeliveryQueueRepository {
       options.leaseUntil.toISOString(),
       options.token,
     ])
+  }
+
+  /** The endpoints a claim named whose version the worker does not hold: one statement for all. */
+  endpoints(ids: string[]): Promise<EndpointForDelivery[]> {
+    return this.ctx.database.query<EndpointForDelivery>(
+      `select id, xmin::text as version, url, secret_ciphertext, previous_secret_ciphertext,
+         previous_secret_expires_at, failing_since
+       from webhook_endpoints where id = any($1::uuid[])`,
+      [ids],
+    )
   }
 
   /**
@@ -421,16 +443,17 @@ export class DeliveryQueueRepository {
 }
 
 // Endpoints with something due, then per endpoint its oldest due rows up to its room. SKIP LOCKED:
-// rows another worker is claiming right now are left to it, never waited for.
+// rows another worker is claiming right now are left to it, never waited for. The endpoint's row is
+// read for its version only; the worker reads the rest when the version is new to it.
 const CLAIM_SQL = `
 with due_endpoints as (
-  select e.id, $3::int - coalesce(($4::jsonb ->> e.id::text)::int, 0) as room
+  select e.id, e.xmin::text as version, $3::int - coalesce(($4::jsonb ->> e.id::text)::int, 0) as room
   from webhook_endpoints e
   where e.enabled and exists (
     select 1 from webhook_deliveries d
     where d.endpoint_id = e.id and d.status = 'pending' and d.next_attempt_at <= $1::timestamptz)
 ), chosen as (
-  select x.endpoint_id, x.message_id from due_endpoints de
+  select x.endpoint_id, x.message_id, de.version from due_endpoints de
   cross join lateral (
     select d.endpoint_id, d.message_id from webhook_deliveries d
     where d.endpoint_id = de.id and d.status = 'pending' and d.next_attempt_at <= $1::timestamptz
@@ -442,11 +465,10 @@ with due_endpoints as (
 )
 update webhook_deliveries d
 set next_attempt_at = $5::timestamptz, claim_token = $6::uuid, attempt_count = d.attempt_count + 1
-from chosen c, webhook_messages m, webhook_endpoints e
-where d.endpoint_id = c.endpoint_id and d.message_id = c.message_id and m.id = d.message_id and e.id = d.endpoint_id
-returning d.endpoint_id, d.message_id, d.organization_id, d.event_type, d.attempt_count, m.payload,
-  m.created_at as message_created_at, e.url, e.secret_ciphertext, e.previous_secret_ciphertext,
-  e.previous_secret_expires_at, e.failing_since`
+from chosen c, webhook_messages m
+where d.endpoint_id = c.endpoint_id and d.message_id = c.message_id and m.id = d.message_id
+returning d.endpoint_id, c.version as endpoint_version, d.message_id, d.organization_id, d.event_type,
+  d.attempt_count, m.payload::text as payload_json, m.created_at as message_created_at`
 
 // The deliveries' new state, their attempts, and each endpoint's failure streak (started by its
 // first failure after its last success, ended by a success), only for claims still held.
@@ -472,13 +494,21 @@ with input as (
   select endpoint_id, max(attempted_at) filter (where succeeded) as last_success,
     min(attempted_at) filter (where not succeeded) as first_failure
   from recorded group by endpoint_id
+), streak_input as (
+  select b.*, (select min(r.attempted_at) from recorded r
+               where r.endpoint_id = b.endpoint_id and not r.succeeded and r.attempted_at > b.last_success)
+    as failure_after_success
+  from by_endpoint b
 ), streak as (
   update webhook_endpoints e
   set failing_since = case
     when b.last_success is null then coalesce(e.failing_since, b.first_failure)
-    else (select min(r.attempted_at) from recorded r
-          where r.endpoint_id = b.endpoint_id and not r.succeeded and r.attempted_at > b.last_success)
+    else b.failure_after_success
   end
-  from by_endpoint b where e.id = b.endpoint_id
+  from streak_input b where e.id = b.endpoint_id
+    -- Only when it changes (a streak starts or ends): a batch of successes, or of failures while
+    -- failing already, leaves the row (and so its version, which the workers cache by) alone.
+    and case when b.last_success is null then e.failing_since is null
+             else e.failing_since is distinct from b.failure_after_success end
 )
 select endpoint_id, message_id from delivery`

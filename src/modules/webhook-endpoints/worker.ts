@@ -1,9 +1,9 @@
-import { Webhook } from 'standardwebhooks'
 import type { AppContext } from '../../context'
 import { AppError } from '../../lib/errors'
 import { newId } from '../../lib/ids'
 import { perContext } from '../../lib/memo'
-import { parseOutboundUrl, resolveOutboundTarget } from '../../lib/outbound-url'
+import type { ResolvedTarget } from '../../lib/outbound-url'
+import { type DeliveryEndpoint, EndpointCache } from './endpoint-cache'
 import { type AttemptOutcome, type ClaimedDelivery, DeliveryQueueRepository } from './repository'
 import { webhookEndpointsService } from './service'
 import { deliverySignal, ReplicaWakeups } from './signal'
@@ -34,6 +34,15 @@ export const POLL_INTERVAL_MS = 1_000
 // its result before another replica may take the delivery again.
 const LEASE_MARGIN_MS = 5_000
 const USER_AGENT = 'lead-capture-webhooks/1'
+/**
+ * The worker's statements in flight at once, out of the replica's DATABASE_POOL_SIZE (a quarter,
+ * at least one): claims and result writes queue behind each other rather than take connections the
+ * inbound path is waiting for. Claims never overlap anyway, and results are written one batch at a
+ * time, so this bounds the rare rest (releases, disabling) too.
+ */
+export function workerStatementSlots(poolSize: number): number {
+  return Math.max(1, Math.floor(poolSize / 4))
+}
 
 /**
  * The delivery worker of one replica. Claims due deliveries (webhook_deliveries as a SKIP LOCKED
@@ -52,6 +61,8 @@ export class DeliveryWorker {
   private inFlight = 0
   private readonly results: ResultBuffer
   private readonly wakeups: ReplicaWakeups
+  private readonly endpoints: EndpointCache
+  private readonly statements: Slots
   private pumping: Promise<void> | null = null
   private pumpAgain = false
   private stopped = false
@@ -59,7 +70,9 @@ export class DeliveryWorker {
 
   constructor(private readonly ctx: AppContext) {
     this.queue = new DeliveryQueueRepository(ctx)
-    this.results = new ResultBuffer(this.queue)
+    this.statements = new Slots(workerStatementSlots(ctx.config.databasePoolSize))
+    this.results = new ResultBuffer((batch) => this.statements.run(() => this.queue.record(batch)))
+    this.endpoints = new EndpointCache(ctx, this.queue)
     this.wakeups = new ReplicaWakeups(ctx, () => this.wake())
   }
 
@@ -113,15 +126,19 @@ export class DeliveryWorker {
     while (!this.stopped && this.inFlight < IN_FLIGHT_TOTAL) {
       const now = this.ctx.clock.now()
       const token = newId()
-      const claimed = await this.queue.claim({
-        now: new Date(now),
-        leaseUntil: new Date(now + this.ctx.config.webhookTimeoutMs + LEASE_MARGIN_MS),
-        token,
-        limit: IN_FLIGHT_TOTAL - this.inFlight,
-        perEndpoint: IN_FLIGHT_PER_ENDPOINT,
-        inFlight: Object.fromEntries(this.inFlightByEndpoint),
-      })
+      const claimed = await this.statements.run(() =>
+        this.queue.claim({
+          now: new Date(now),
+          leaseUntil: new Date(now + this.ctx.config.webhookTimeoutMs + LEASE_MARGIN_MS),
+          token,
+          limit: IN_FLIGHT_TOTAL - this.inFlight,
+          perEndpoint: IN_FLIGHT_PER_ENDPOINT,
+          inFlight: Object.fromEntries(this.inFlightByEndpoint),
+        }),
+      )
       if (claimed.length === 0) return
+      // Claimed: whatever happens now, each delivery is tracked (and so released or retried).
+      const loading = this.statements.run(() => this.endpoints.load(claimed))
       for (const delivery of claimed) {
         this.track(delivery.endpoint_id, 1)
         let slotHeld = true
@@ -133,7 +150,7 @@ export class DeliveryWorker {
           this.track(delivery.endpoint_id, -1)
           this.wake()
         }
-        const attempt = this.attempt(delivery, token, freeSlot).finally(() => {
+        const attempt = this.attempt(delivery, token, freeSlot, loading).finally(() => {
           freeSlot()
           this.attempts.delete(attempt)
         })
@@ -149,9 +166,18 @@ export class DeliveryWorker {
     else this.inFlightByEndpoint.set(endpointId, count)
   }
 
-  private async attempt(delivery: ClaimedDelivery, token: string, freeSlot: () => void): Promise<void> {
+  private async attempt(
+    delivery: ClaimedDelivery,
+    token: string,
+    freeSlot: () => void,
+    loading: Promise<void>,
+  ): Promise<void> {
     try {
-      const outcome = await this.send(delivery)
+      await loading
+      const endpoint = this.endpoints.get(delivery.endpoint_id)
+      // Deleted meanwhile, or a secret that does not open (logged): the lease runs out.
+      if (!endpoint) return
+      const outcome = await this.send(delivery, endpoint)
       freeSlot()
       if (outcome.error === 'shutdown') {
         this.toRelease.add(token)
@@ -165,7 +191,7 @@ export class DeliveryWorker {
         })
         return
       }
-      if (!outcome.succeeded) await this.disableIfFailingTooLong(delivery, outcome.attemptedAt)
+      if (!outcome.succeeded) await this.disableIfFailingTooLong(delivery, endpoint, outcome.attemptedAt)
     } catch (error) {
       // The lease runs out and the delivery is taken again: at least once, never lost.
       this.ctx.logger.warn('webhook attempt could not be recorded; it will be retried', {
@@ -177,7 +203,7 @@ export class DeliveryWorker {
   }
 
   /** One signed POST. Never throws: every way it can end is an outcome. */
-  async send(delivery: ClaimedDelivery): Promise<AttemptOutcome> {
+  async send(delivery: ClaimedDelivery, endpoint: DeliveryEndpoint): Promise<AttemptOutcome> {
     const attemptedAt = new Date(this.ctx.clock.now())
     const started = performance.now()
     const elapsed = () => Math.round((performance.now() - started) * 10) / 10
@@ -194,26 +220,24 @@ export class DeliveryWorker {
       succeeded: false,
       nextAttemptAt: nextAttemptTime(delivery.attempt_count, attemptedAt, null),
     })
-    const policy = { allowPrivateNetworks: this.ctx.config.outboundAllowPrivateNetworks }
-    let target: Awaited<ReturnType<typeof resolveOutboundTarget>>
+    let target: ResolvedTarget
     try {
-      // Checked again at every attempt: the name may resolve elsewhere since the endpoint was saved.
-      target = await resolveOutboundTarget(parseOutboundUrl(delivery.url, policy), policy)
+      // Checked again at delivery (within TARGET_CHECK_TTL_MS): the name may resolve elsewhere
+      // since the endpoint was saved.
+      target = await this.endpoints.target(endpoint)
     } catch (error) {
       return failed(error instanceof AppError ? `address_refused: ${error.message}` : 'address_refused')
     }
 
-    const body = JSON.stringify({
-      type: delivery.event_type,
-      timestamp: new Date(delivery.message_created_at).toISOString(),
-      data: delivery.payload,
-    })
+    // The stored `data` as PostgreSQL wrote it out: valid JSON, signed as sent, not parsed and
+    // serialised again per delivery.
+    const body = `{"type":${JSON.stringify(delivery.event_type)},"timestamp":"${new Date(delivery.message_created_at).toISOString()}","data":${delivery.payload_json}}`
     const headers: Record<string, string> = {
       'content-type': 'application/json',
       'user-agent': USER_AGENT,
       'webhook-id': delivery.message_id,
       'webhook-timestamp': String(Math.floor(attemptedAt.getTime() / 1000)),
-      'webhook-signature': this.signatures(delivery, attemptedAt, body),
+      'webhook-signature': signatures(endpoint, delivery.message_id, attemptedAt, body),
       host: target.url.host,
     }
     const timeout = AbortSignal.timeout(this.ctx.config.webhookTimeoutMs)
@@ -257,27 +281,19 @@ export class DeliveryWorker {
     }
   }
 
-  /** One `v1,` signature per secret in use: the current one, and the previous one for 24 h after a rotation. */
-  private signatures(delivery: ClaimedDelivery, at: Date, body: string): string {
-    const secrets = [this.ctx.secretBox.open(delivery.secret_ciphertext)]
-    const previousExpiresAt = delivery.previous_secret_expires_at
-    if (
-      delivery.previous_secret_ciphertext &&
-      previousExpiresAt &&
-      new Date(previousExpiresAt).getTime() > at.getTime()
-    ) {
-      secrets.push(this.ctx.secretBox.open(delivery.previous_secret_ciphertext))
-    }
-    return secrets.map((secret) => new Webhook(secret).sign(delivery.message_id, at, body)).join(' ')
-  }
-
-  private async disableIfFailingTooLong(delivery: ClaimedDelivery, at: Date): Promise<void> {
-    const failingSince = delivery.failing_since ? new Date(delivery.failing_since).getTime() : at.getTime()
+  private async disableIfFailingTooLong(
+    delivery: ClaimedDelivery,
+    endpoint: DeliveryEndpoint,
+    at: Date,
+  ): Promise<void> {
+    const failingSince = endpoint.failingSince?.getTime() ?? at.getTime()
     if (at.getTime() - failingSince < DISABLE_AFTER_FAILING_MS) return
-    const disabled = await this.queue.disableIfFailingSince(
-      delivery.endpoint_id,
-      new Date(at.getTime() - DISABLE_AFTER_FAILING_MS),
-      at,
+    const disabled = await this.statements.run(() =>
+      this.queue.disableIfFailingSince(
+        delivery.endpoint_id,
+        new Date(at.getTime() - DISABLE_AFTER_FAILING_MS),
+        at,
+      ),
     )
     if (!disabled) return
     this.ctx.logger.warn('webhook endpoint disabled: every attempt failed for 5 days', {
@@ -319,7 +335,7 @@ export class DeliveryWorker {
     const now = new Date(this.ctx.clock.now())
     for (const token of this.toRelease) {
       try {
-        await this.queue.release(token, now)
+        await this.statements.run(() => this.queue.release(token, now))
       } catch (error) {
         this.ctx.logger.warn('webhook deliveries not released; their lease will run out', { error })
       }
@@ -378,12 +394,46 @@ async function readPrefix(response: Response, limit: number): Promise<string | n
   return new TextDecoder('utf-8', { fatal: false }).decode(bytes)
 }
 
+/**
+ * One `v1,` signature per secret in use: the current one, and the previous one for 24 h after a
+ * rotation (its expiry checked at every attempt; the signers themselves are made once per version
+ * of the endpoint).
+ */
+function signatures(endpoint: DeliveryEndpoint, messageId: string, at: Date, body: string): string {
+  const signed = endpoint.signer.sign(messageId, at, body)
+  if (!endpoint.previousSigner || (endpoint.previousExpiresAt ?? 0) <= at.getTime()) return signed
+  return `${signed} ${endpoint.previousSigner.sign(messageId, at, body)}`
+}
+
+/** At most `size` tasks at a time; the others wait their turn, in order. */
+class Slots {
+  private busy = 0
+  private readonly waiting: Array<() => void> = []
+
+  constructor(private readonly size: number) {}
+
+  async run<T>(task: () => Promise<T>): Promise<T> {
+    if (this.busy < this.size) this.busy++
+    else await new Promise<void>((resolve) => this.waiting.push(resolve))
+    try {
+      return await task()
+    } finally {
+      // The slot goes straight to the next task waiting, or is freed.
+      const next = this.waiting.shift()
+      if (next) next()
+      else this.busy--
+    }
+  }
+}
+
 type AttemptResult = Parameters<DeliveryQueueRepository['record']>[0][number]
 
 /**
- * Attempt results that end in the same event-loop turn are recorded by one statement: at a high
- * rate toward one endpoint, one round trip per attempt (three writes each) was what bounded the
- * worker, not the receiver.
+ * Attempt results are recorded in batches, one statement each and one batch at a time: what ends
+ * while a batch is being written waits and goes into the next one. At a high rate toward one
+ * endpoint, one round trip per attempt (three writes each) was what bounded the worker, not the
+ * receiver; and with one write at a time the batches grow with the rate instead of the number of
+ * connections the worker holds.
  */
 class ResultBuffer {
   private waiting: Array<{
@@ -391,31 +441,34 @@ class ResultBuffer {
     settle: (recorded: boolean) => void
     fail: (error: unknown) => void
   }> = []
-  private scheduled = false
+  private writing = false
 
-  constructor(private readonly queue: DeliveryQueueRepository) {}
+  constructor(private readonly write: (batch: AttemptResult[]) => Promise<Set<string>>) {}
 
   add(result: AttemptResult): Promise<boolean> {
     return new Promise((settle, fail) => {
       this.waiting.push({ result, settle, fail })
-      if (this.scheduled) return
-      this.scheduled = true
+      if (this.writing) return
+      this.writing = true
+      // The results that end in this event-loop turn join the first batch too.
       setImmediate(() => void this.flush())
     })
   }
 
   private async flush(): Promise<void> {
-    this.scheduled = false
-    const batch = this.waiting
-    this.waiting = []
-    try {
-      const recorded = await this.queue.record(batch.map((entry) => entry.result))
-      for (const { result, settle } of batch) {
-        settle(recorded.has(`${result.delivery.endpoint_id}:${result.delivery.message_id}`))
+    while (this.waiting.length > 0) {
+      const batch = this.waiting
+      this.waiting = []
+      try {
+        const recorded = await this.write(batch.map((entry) => entry.result))
+        for (const { result, settle } of batch) {
+          settle(recorded.has(`${result.delivery.endpoint_id}:${result.delivery.message_id}`))
+        }
+      } catch (error) {
+        for (const { fail } of batch) fail(error)
       }
-    } catch (error) {
-      for (const { fail } of batch) fail(error)
     }
+    this.writing = false
   }
 }
 
