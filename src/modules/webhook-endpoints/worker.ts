@@ -35,6 +35,14 @@ export const POLL_INTERVAL_MS = 1_000
 const LEASE_MARGIN_MS = 5_000
 const USER_AGENT = 'lead-capture-webhooks/1'
 /**
+ * A worker starts a claim, and a result write, at most once per this many milliseconds (the first
+ * after a quiet spell at once): at 1,000 events/s toward a fast receiver every answer freed a slot
+ * and woke a claim of its own, and every write of results found one or two waiting, so the worker
+ * ran hundreds of small statements a second next to the lead path's. Spaced, each takes what came
+ * due meanwhile, for at most this much more delivery lag.
+ */
+export const WORKER_STATEMENT_SPACING_MS = 10
+/**
  * The worker's statements in flight at once, out of the replica's DATABASE_POOL_SIZE (a quarter,
  * at least one): claims and result writes queue behind each other rather than take connections the
  * inbound path is waiting for. Claims never overlap anyway, and results are written one batch at a
@@ -65,13 +73,18 @@ export class DeliveryWorker {
   private readonly statements: Slots
   private pumping: Promise<void> | null = null
   private pumpAgain = false
+  private lastPumpAt = Number.NEGATIVE_INFINITY
+  private spacedWake: ReturnType<typeof setTimeout> | undefined
   private stopped = false
   private started = false
 
   constructor(private readonly ctx: AppContext) {
     this.queue = new DeliveryQueueRepository(ctx)
     this.statements = new Slots(workerStatementSlots(ctx.config.databasePoolSize))
-    this.results = new ResultBuffer((batch) => this.statements.run(() => this.queue.record(batch)))
+    this.results = new ResultBuffer(
+      (batch) => this.statements.run(() => this.queue.record(batch)),
+      WORKER_STATEMENT_SPACING_MS,
+    )
     this.endpoints = new EndpointCache(ctx, this.queue)
     this.wakeups = new ReplicaWakeups(ctx, () => this.wake())
   }
@@ -93,13 +106,26 @@ export class DeliveryWorker {
     return this.wakeups.listen()
   }
 
-  /** Claims and starts what is due now; never overlaps itself (a wake-up during a claim re-runs it). */
+  /**
+   * Claims and starts what is due now; never overlaps itself (a wake-up during a claim re-runs it),
+   * and starts at most once per WORKER_STATEMENT_SPACING_MS (a wake-up sooner runs at its end).
+   */
   wake(): void {
     if (this.stopped) return
     if (this.pumping) {
       this.pumpAgain = true
       return
     }
+    if (this.spacedWake) return
+    const wait = this.lastPumpAt + WORKER_STATEMENT_SPACING_MS - performance.now()
+    if (wait > 0) {
+      this.spacedWake = setTimeout(() => {
+        this.spacedWake = undefined
+        this.wake()
+      }, wait)
+      return
+    }
+    this.lastPumpAt = performance.now()
     this.pumping = this.pump()
       .catch((error) => this.ctx.logger.warn('webhook claim failed; retrying on the next poll', { error }))
       .finally(() => {
@@ -114,9 +140,13 @@ export class DeliveryWorker {
   /** For the periodic poll and for tests: claim what is due, and wait until those attempts end. */
   async deliverDue(): Promise<void> {
     this.wake()
-    while (this.pumping || this.attempts.size > 0) {
+    while (this.pumping || this.attempts.size > 0 || this.spacedWake) {
       await this.pumping
       await Promise.allSettled([...this.attempts])
+      // A wake-up spaced after the last claim: it has not started yet.
+      if (!this.pumping && this.attempts.size === 0 && this.spacedWake) {
+        await Bun.sleep(WORKER_STATEMENT_SPACING_MS)
+      }
     }
   }
 
@@ -126,12 +156,13 @@ export class DeliveryWorker {
     while (!this.stopped && this.inFlight < IN_FLIGHT_TOTAL) {
       const now = this.ctx.clock.now()
       const token = newId()
+      const limit = IN_FLIGHT_TOTAL - this.inFlight
       const claimed = await this.statements.run(() =>
         this.queue.claim({
           now: new Date(now),
           leaseUntil: new Date(now + this.ctx.config.webhookTimeoutMs + LEASE_MARGIN_MS),
           token,
-          limit: IN_FLIGHT_TOTAL - this.inFlight,
+          limit,
           perEndpoint: IN_FLIGHT_PER_ENDPOINT,
           inFlight: Object.fromEntries(this.inFlightByEndpoint),
         }),
@@ -156,6 +187,9 @@ export class DeliveryWorker {
         })
         this.attempts.add(attempt)
       }
+      // Fewer than asked: everything claimable was taken (the rest waits for a slot of its
+      // endpoint, whose freeing wakes the worker), so no second, empty claim.
+      if (claimed.length < limit) return
     }
   }
 
@@ -324,6 +358,8 @@ export class DeliveryWorker {
   async stop(graceMs: number): Promise<void> {
     this.stopped = true
     this.wakeups.close()
+    clearTimeout(this.spacedWake)
+    this.spacedWake = undefined
     await this.pumping
     const pending = Promise.allSettled([...this.attempts])
     let timer: ReturnType<typeof setTimeout> | undefined
@@ -442,8 +478,12 @@ class ResultBuffer {
     fail: (error: unknown) => void
   }> = []
   private writing = false
+  private lastWriteAt = Number.NEGATIVE_INFINITY
 
-  constructor(private readonly write: (batch: AttemptResult[]) => Promise<Set<string>>) {}
+  constructor(
+    private readonly write: (batch: AttemptResult[]) => Promise<Set<string>>,
+    private readonly spacingMs: number,
+  ) {}
 
   add(result: AttemptResult): Promise<boolean> {
     return new Promise((settle, fail) => {
@@ -457,6 +497,9 @@ class ResultBuffer {
 
   private async flush(): Promise<void> {
     while (this.waiting.length > 0) {
+      const wait = this.lastWriteAt + this.spacingMs - performance.now()
+      if (wait > 0) await Bun.sleep(wait)
+      this.lastWriteAt = performance.now()
       const batch = this.waiting
       this.waiting = []
       try {
