@@ -1,6 +1,6 @@
 import { Webhook } from 'standardwebhooks'
 import type { AppContext } from '../../context'
-import { parseOutboundUrl, type ResolvedTarget, resolveOutboundTarget } from '../../lib/outbound-url'
+import { parseOutboundUrl, resolveOutboundTarget } from '../../lib/outbound-url'
 import type { ClaimedDelivery, DeliveryQueueRepository, EndpointForDelivery } from './repository'
 
 /**
@@ -13,6 +13,15 @@ export const TARGET_CHECK_TTL_MS = 30_000
 // Endpoints are few per organization; this only bounds a replica serving very many of them.
 const MAX_ENDPOINTS = 10_000
 
+/** Where an attempt connects, worked out once per check. */
+export interface CheckedTarget {
+  /** The URL with its host replaced by the checked address (pinned: no second DNS answer). */
+  pinnedUrl: string
+  /** The Host header and the TLS server name keep the name. */
+  host: string
+  serverName: string
+}
+
 /** An endpoint as the worker sends to it: URL parsed, secrets opened once, signers ready. */
 export interface DeliveryEndpoint {
   id: string
@@ -23,7 +32,7 @@ export interface DeliveryEndpoint {
   previousSigner: Webhook | null
   previousExpiresAt: number | null
   failingSince: Date | null
-  target?: { checked: ResolvedTarget; until: number }
+  target?: { checked: CheckedTarget; until: number }
 }
 
 /**
@@ -70,11 +79,21 @@ export class EndpointCache {
   }
 
   /** Where to connect: the address checked within TARGET_CHECK_TTL_MS, else resolved and checked now. */
-  async target(endpoint: DeliveryEndpoint): Promise<ResolvedTarget> {
+  async target(endpoint: DeliveryEndpoint): Promise<CheckedTarget> {
     const now = performance.now()
     if (endpoint.target && endpoint.target.until > now) return endpoint.target.checked
     const policy = { allowPrivateNetworks: this.ctx.config.outboundAllowPrivateNetworks }
-    const checked = await resolveOutboundTarget(parseOutboundUrl(endpoint.url.toString(), policy), policy)
+    const { url, address } = await resolveOutboundTarget(
+      parseOutboundUrl(endpoint.url.toString(), policy),
+      policy,
+    )
+    const pinned = new URL(url.toString())
+    pinned.hostname = address.includes(':') ? `[${address}]` : address
+    const checked = {
+      pinnedUrl: pinned.toString(),
+      host: url.host,
+      serverName: url.hostname.replace(/^\[(.*)\]$/, '$1'),
+    }
     endpoint.target = { checked, until: now + TARGET_CHECK_TTL_MS }
     return checked
   }

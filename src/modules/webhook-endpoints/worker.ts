@@ -2,8 +2,7 @@ import type { AppContext } from '../../context'
 import { AppError } from '../../lib/errors'
 import { newId } from '../../lib/ids'
 import { perContext } from '../../lib/memo'
-import type { ResolvedTarget } from '../../lib/outbound-url'
-import { type DeliveryEndpoint, EndpointCache } from './endpoint-cache'
+import { type CheckedTarget, type DeliveryEndpoint, EndpointCache } from './endpoint-cache'
 import { type AttemptOutcome, type ClaimedDelivery, DeliveryQueueRepository } from './repository'
 import { webhookEndpointsService } from './service'
 import { deliverySignal, ReplicaWakeups } from './signal'
@@ -254,7 +253,7 @@ export class DeliveryWorker {
       succeeded: false,
       nextAttemptAt: nextAttemptTime(delivery.attempt_count, attemptedAt, null),
     })
-    let target: ResolvedTarget
+    let target: CheckedTarget
     try {
       // Checked again at delivery (within TARGET_CHECK_TTL_MS): the name may resolve elsewhere
       // since the endpoint was saved.
@@ -272,17 +271,17 @@ export class DeliveryWorker {
       'webhook-id': delivery.message_id,
       'webhook-timestamp': String(Math.floor(attemptedAt.getTime() / 1000)),
       'webhook-signature': signatures(endpoint, delivery.message_id, attemptedAt, body),
-      host: target.url.host,
+      host: target.host,
     }
     const timeout = AbortSignal.timeout(this.ctx.config.webhookTimeoutMs)
     try {
-      const response = await fetch(pinnedUrl(target.url, target.address), {
+      const response = await fetch(target.pinnedUrl, {
         method: 'POST',
         headers,
         body,
         redirect: 'manual',
         signal: AbortSignal.any([timeout, this.shutdown.signal]),
-        tls: { serverName: target.url.hostname.replace(/^\[(.*)\]$/, '$1') },
+        tls: { serverName: target.serverName },
       })
       const responseBody = await readPrefix(response, RESPONSE_BODY_KEPT_BYTES)
       const status = response.status
@@ -401,13 +400,6 @@ export function parseRetryAfter(value: string | null, now: Date): number | null 
   if (!/^[A-Za-z]{3}, /.test(trimmed)) return null
   const date = Date.parse(trimmed)
   return Number.isNaN(date) ? null : Math.max(0, date - now.getTime())
-}
-
-/** The URL with its host replaced by the checked address (the Host header and SNI keep the name). */
-function pinnedUrl(url: URL, address: string): string {
-  const pinned = new URL(url.toString())
-  pinned.hostname = address.includes(':') ? `[${address}]` : address
-  return pinned.toString()
 }
 
 /** The first `limit` bytes of a body, as text; the rest is not read. */
