@@ -541,6 +541,30 @@ describe('webhook delivery: SSRF at delivery time and the in-flight cap', () => 
     expect(attempt!.responseStatus).toBeNull()
   })
 
+  // Saved while private networks were allowed, sent by a worker without that permission: refused
+  // before any connection, whatever the way the address is written.
+  const refusedAtDelivery = [
+    ['IPv4 loopback', 'https://127.0.0.1:9/hook'],
+    ['IPv6 loopback', 'https://[::1]:9/hook'],
+    ['IPv4-mapped IPv6', 'https://[::ffff:127.0.0.1]:9/hook'],
+    ['NAT64 of a private address', 'https://[64:ff9b::a00:1]:9/hook'],
+    ['cloud metadata (IPv4)', 'https://169.254.169.254/latest/meta-data/'],
+    ['cloud metadata (IPv6)', 'https://[fd00:ec2::254]/hook'],
+    ['a name that resolves to 127.0.0.1', 'https://localhost:9/hook'],
+  ] as const
+  for (const [label, url] of refusedAtDelivery) {
+    test(`refused at delivery: ${label}`, async () => {
+      const saved = await setup()
+      const endpoint = await createWebhookEndpoint(saved.ctx, saved.organization.id, { url })
+      const strict = await makeTestApp({ env: { OUTBOUND_ALLOW_PRIVATE_NETWORKS: 'false' } })
+      const messageId = await webhookEndpointsService(saved.ctx).ping(saved.organization.id, endpoint.id)
+      await new DeliveryWorker(strict.ctx).deliverDue()
+      const [attempt] = await attemptsOf(saved.ctx, endpoint.id, messageId)
+      expect(attempt!.error).toMatch(/^address_refused: the URL resolves to /)
+      expect(attempt!.responseStatus).toBeNull()
+    })
+  }
+
   test('a hostname is resolved once, checked, and connected to by address; Host keeps the name', async () => {
     const { ctx, organization, worker } = await setup()
     const target = receiver()
