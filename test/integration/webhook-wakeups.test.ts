@@ -3,11 +3,13 @@ import { type AppContext, createContext } from '../../src/context'
 import { type DatabaseHandle, openDatabase } from '../../src/db/client'
 import { createMemoryLogger } from '../../src/lib/logger'
 import { sourceCache } from '../../src/modules/sources/source-cache'
+import { webhookEndpointsService } from '../../src/modules/webhook-endpoints/service'
 import { DELIVERY_CHANNEL, NOTIFY_COALESCE_MS } from '../../src/modules/webhook-endpoints/signal'
 import {
   DeliveryWorker,
   IN_FLIGHT_PER_ENDPOINT,
   POLL_INTERVAL_MS,
+  workerStatementSlots,
 } from '../../src/modules/webhook-endpoints/worker'
 import { createSignedInUser, createSource, createWebhookEndpoint } from '../helpers/factories'
 import { makeTestApp, request, testConfig, testDatabase, usingRealServices } from '../helpers/test-app'
@@ -26,8 +28,10 @@ afterEach(async () => {
  * A second replica in this process: a context on a database handle of its own (its own pool and its
  * own listener connection, as another process would have), on the same PostgreSQL.
  */
-async function secondReplica(): Promise<{ ctx: AppContext; database: DatabaseHandle }> {
-  const config = testConfig()
+async function secondReplica(
+  env: Record<string, string> = {},
+): Promise<{ ctx: AppContext; database: DatabaseHandle }> {
+  const config = testConfig(env)
   const database = await openDatabase(config)
   const ctx = await createContext(config, {
     database,
@@ -124,4 +128,33 @@ describe.skipIf(!usingRealServices)('webhook wake-ups across replicas (LISTEN/NO
     expect(notices.length).toBeGreaterThanOrEqual(1)
     expect(notices.length).toBeLessThanOrEqual(Math.ceil((burstMs + 1000) / NOTIFY_COALESCE_MS) + 1)
   }, 60_000)
+})
+
+describe.skipIf(!usingRealServices)("the delivery worker's share of the pool", () => {
+  test(`with DATABASE_POOL_SIZE 4 a worker holds at most ${workerStatementSlots(4)} connection through a burst`, async () => {
+    const { ctx } = await makeTestApp()
+    const { organization } = await createSignedInUser(ctx)
+    const receiver = startReceiver()
+    cleanups.push(() => receiver.stop())
+    const endpoint = await createWebhookEndpoint(ctx, organization.id, { url: receiver.url })
+    const service = webhookEndpointsService(ctx)
+    for (let index = 0; index < 150; index++) await service.ping(organization.id, endpoint.id)
+    const [{ started }] = (await ctx.database.query<{ started: string }>(
+      'select now()::text as started',
+      [],
+    )) as [{ started: string }]
+    // A replica whose pool serves only its worker here: postgres.js opens a connection only when a
+    // statement finds none free, so the connections it opened are the most it used at once.
+    const replica = await secondReplica({ DATABASE_POOL_SIZE: '4' })
+    const worker = new DeliveryWorker(replica.ctx)
+    await worker.deliverDue()
+    expect(receiver.received).toHaveLength(150)
+    const [{ opened }] = (await ctx.database.query<{ opened: number }>(
+      `select count(*)::int as opened from pg_stat_activity
+       where datname = current_database() and backend_start >= $1::timestamptz and pid <> pg_backend_pid()`,
+      [started],
+    )) as [{ opened: number }]
+    expect(opened).toBeGreaterThanOrEqual(1)
+    expect(opened).toBeLessThanOrEqual(workerStatementSlots(4))
+  })
 })
