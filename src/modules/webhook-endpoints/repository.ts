@@ -357,6 +357,15 @@ export class DeliveryQueueRepository {
     ])
   }
 
+  /** Whether any organization has an enabled endpoint (the partial index on enabled endpoints). */
+  async anyEnabledEndpoint(): Promise<boolean> {
+    const [row] = await this.ctx.database.query<{ found: boolean }>(
+      'select exists (select 1 from webhook_endpoints where enabled) as found',
+      [],
+    )
+    return row?.found === true
+  }
+
   /** The endpoints a claim named whose version the worker does not hold: one statement for all. */
   endpoints(ids: string[]): Promise<EndpointForDelivery[]> {
     return this.ctx.database.query<EndpointForDelivery>(

@@ -55,6 +55,8 @@ export class ReplicaWakeups {
     private readonly ctx: AppContext,
     /** Called when another replica announced deliveries, and when the listener (re)connected. */
     private readonly onWake: () => void,
+    /** Whether there is anything to be woken for: an enabled endpoint anywhere. */
+    private readonly worthListening: () => Promise<boolean>,
   ) {}
 
   private get enabled(): boolean {
@@ -62,27 +64,36 @@ export class ReplicaWakeups {
   }
 
   /**
-   * LISTENs once; a failure (database down at start-up) is logged and tried again on the next call
-   * (every worker poll calls it), the poll covering for the wake-ups meanwhile.
+   * LISTENs once, from the first call that finds an enabled endpoint in the database: until then
+   * there is nothing to be woken for, and the listener connection (opened by the source cache only
+   * when the replica serves a lead) is not opened for nothing, so a service without outbound
+   * webhooks holds the connections it held before. A failure (database down at start-up) is logged;
+   * every worker poll calls this again, the poll covering for the wake-ups meanwhile.
    */
   listen(): Promise<void> {
     if (!this.enabled) return Promise.resolve()
-    this.listening ??= this.ctx.database
-      .listen(
-        DELIVERY_CHANNEL,
-        (payload) => {
-          if (payload !== this.replicaId && !this.closed) this.onWake()
-        },
-        // Notifications sent while the listener was down are lost: look for due work now.
-        () => {
-          if (!this.closed) this.onWake()
-        },
-      )
-      .catch((error) => {
-        this.listening = undefined
-        this.ctx.logger.warn('webhook wake-ups not listened to; polling meanwhile', { error })
-      })
+    this.listening ??= this.subscribe().catch((error) => {
+      this.listening = undefined
+      this.ctx.logger.warn('webhook wake-ups not listened to; polling meanwhile', { error })
+    })
     return this.listening
+  }
+
+  private async subscribe(): Promise<void> {
+    if (!(await this.worthListening())) {
+      this.listening = undefined
+      return
+    }
+    await this.ctx.database.listen(
+      DELIVERY_CHANNEL,
+      (payload) => {
+        if (payload !== this.replicaId && !this.closed) this.onWake()
+      },
+      // Notifications sent while the listener was down are lost: look for due work now.
+      () => {
+        if (!this.closed) this.onWake()
+      },
+    )
   }
 
   /** This replica committed deliveries that are due: tell the others, at most once per window. */

@@ -85,7 +85,11 @@ export class DeliveryWorker {
       WORKER_STATEMENT_SPACING_MS,
     )
     this.endpoints = new EndpointCache(ctx, this.queue)
-    this.wakeups = new ReplicaWakeups(ctx, () => this.wake())
+    this.wakeups = new ReplicaWakeups(
+      ctx,
+      () => this.wake(),
+      () => this.statements.run(() => this.queue.anyEnabledEndpoint()),
+    )
   }
 
   /**
