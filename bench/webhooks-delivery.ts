@@ -40,18 +40,59 @@ const service = await spawnService({
 const keys = await provisionSources(url, SOURCES)
 const sql = postgres(url, { max: 1, onnotice: () => {} })
 
+// Times on one clock across processes: milliseconds since the epoch, with fractions.
+const epochMs = () => performance.timeOrigin + performance.now()
+/**
+ * The receiver: in this process by default (the method of the figures in docs/benchmarks.md), or
+ * with BENCH_RECEIVER=process in a process of its own, so that receiving 1,000 webhooks a second does
+ * not share the event loop that sends the leads and times their answers.
+ */
+const RECEIVER_CODE = `
+const arrivals = new Map()
+const now = () => performance.timeOrigin + performance.now()
+const server = Bun.serve({ port: 0, hostname: '127.0.0.1', async fetch(request) {
+  if (request.method === 'GET') return Response.json(request.url.endsWith('/count') ? arrivals.size : [...arrivals])
+  const body = await request.json()
+  const list = arrivals.get(body.data.lead.lead_id) ?? []
+  list.push(now())
+  arrivals.set(body.data.lead.lead_id, list)
+  return new Response('ok')
+} })
+console.log(server.port)
+`
+const receiverProcess =
+  process.env.BENCH_RECEIVER === 'process'
+    ? Bun.spawn([process.execPath, '-e', RECEIVER_CODE], { stdout: 'pipe', stderr: 'inherit' })
+    : null
 const arrivals = new Map<string, number[]>()
-const receiver = Bun.serve({
-  port: 0,
-  hostname: '127.0.0.1',
-  async fetch(request) {
-    const body = (await request.json()) as { data: { lead: { lead_id: string } } }
-    const list = arrivals.get(body.data.lead.lead_id) ?? []
-    list.push(performance.now())
-    arrivals.set(body.data.lead.lead_id, list)
-    return new Response('ok')
-  },
-})
+const receiver = receiverProcess
+  ? {
+      port: await (async () => {
+        const { value } = await receiverProcess.stdout.getReader().read()
+        return Number(new TextDecoder().decode(value).trim())
+      })(),
+      stop: (_closeActiveConnections?: boolean) => receiverProcess.kill(),
+    }
+  : Bun.serve({
+      port: 0,
+      hostname: '127.0.0.1',
+      async fetch(request) {
+        const body = (await request.json()) as { data: { lead: { lead_id: string } } }
+        const list = arrivals.get(body.data.lead.lead_id) ?? []
+        list.push(epochMs())
+        arrivals.set(body.data.lead.lead_id, list)
+        return new Response('ok')
+      },
+    })
+const receiverUrl = `http://127.0.0.1:${receiver.port}`
+async function arrivalCount(): Promise<number> {
+  if (!receiverProcess) return arrivals.size
+  return (await (await fetch(`${receiverUrl}/count`)).json()) as number
+}
+async function collectArrivals(): Promise<Map<string, number[]>> {
+  if (!receiverProcess) return arrivals
+  return new Map((await (await fetch(`${receiverUrl}/all`)).json()) as Array<[string, number[]]>)
+}
 
 interface Phase {
   sent: number
@@ -72,10 +113,10 @@ async function run(seconds: number): Promise<Phase> {
   let ok = 0
   let failed = 0
   const pending: Promise<void>[] = []
-  const start = performance.now()
+  const start = epochMs()
   for (let next = 0; next < total; ) {
-    const now = performance.now()
-    while (next < total && start + next * interval <= now) {
+    const current = epochMs()
+    while (next < total && start + next * interval <= current) {
       const due = start + next * interval
       const key = keys[keyIndex++ % keys.length]!
       pending.push(
@@ -86,7 +127,7 @@ async function run(seconds: number): Promise<Phase> {
         }).then(
           async (response) => {
             const body = (await response.json()) as { lead_id?: string }
-            const at = performance.now()
+            const at = epochMs()
             latencies.push(at - due)
             if (response.status === 200 && body.lead_id) {
               ok++
@@ -130,13 +171,14 @@ try {
   log(`one endpoint (lead.created): ${SECONDS}s at ${RATE}/s`)
   const withEndpoint = await run(SECONDS)
 
-  const graceEnd = performance.now() + 30_000
-  while (performance.now() < graceEnd && arrivals.size < withEndpoint.acknowledged.size) await Bun.sleep(100)
+  const graceEnd = epochMs() + 30_000
+  while (epochMs() < graceEnd && (await arrivalCount()) < withEndpoint.acknowledged.size) await Bun.sleep(100)
+  const arrived = await collectArrivals()
   const lags: number[] = []
   let missing = 0
   let duplicates = 0
   for (const [leadId, ackAt] of withEndpoint.acknowledged) {
-    const seen = arrivals.get(leadId)
+    const seen = arrived.get(leadId)
     if (!seen) {
       missing++
       continue
@@ -146,7 +188,13 @@ try {
   }
   lags.sort((a, b) => a - b)
   const result = {
-    method: { rate: RATE, seconds: SECONDS, warmupSeconds: WARMUP_SECONDS, sources: SOURCES },
+    method: {
+      rate: RATE,
+      seconds: SECONDS,
+      warmupSeconds: WARMUP_SECONDS,
+      sources: SOURCES,
+      receiver: receiverProcess ? 'own process' : 'bench process',
+    },
     noEndpoint: summary(without),
     oneEndpoint: summary(withEndpoint),
     delivery: {

@@ -9,6 +9,8 @@ export interface ReceivedWebhook {
   body: string
   json: { type: string; timestamp: string; data: Record<string, unknown> }
   at: number
+  /** The sender's port: one per connection, so requests on a kept-alive connection share it. */
+  remotePort: number | undefined
 }
 
 export type Reply = (request: ReceivedWebhook) => Response | Promise<Response>
@@ -55,13 +57,14 @@ export function startReceiver(
   const server = Bun.serve({
     port: 0,
     hostname: '127.0.0.1',
-    async fetch(request) {
+    async fetch(request, server) {
       const body = await request.text()
       const entry: ReceivedWebhook = {
         headers: Object.fromEntries(request.headers.entries()),
         body,
         json: JSON.parse(body),
         at: Date.now(),
+        remotePort: server.requestIP(request)?.port,
       }
       received.push(entry)
       const violation = checkContract ? contractViolation(entry.json) : null

@@ -423,6 +423,107 @@ describe('webhook delivery: rotation, replay, recover', () => {
   })
 })
 
+describe('webhook delivery: what the worker keeps between deliveries', () => {
+  const changes = [
+    {
+      label: 'a new URL',
+      change: async (context: ChangeContext) => {
+        const patched = await call(context.app, context.token, 'PATCH', `${BASE}/${context.endpointId}`, {
+          url: context.second.url,
+        })
+        expect(patched.status).toBe(200)
+      },
+      check: (context: ChangeContext) => {
+        expect(context.first.received).toHaveLength(1)
+        expect(context.second.received).toHaveLength(1)
+      },
+    },
+    {
+      label: 'a rotated secret',
+      change: async (context: ChangeContext) => {
+        context.secrets.push(await rotate(context))
+      },
+      check: (context: ChangeContext) => {
+        const [, after] = context.first.received
+        expect(after!.headers['webhook-signature']!.split(' ')).toHaveLength(2)
+        expect(context.secrets.map((secret) => signedWith(secret, after!))).toEqual([true, true])
+      },
+    },
+    {
+      // The clock stands still: both rotations carry the same updated_at, yet the second is seen.
+      label: 'two rotations in the same millisecond',
+      change: async (context: ChangeContext) => {
+        context.secrets.push(await rotate(context))
+        context.secrets.push(await rotate(context))
+      },
+      check: (context: ChangeContext) => {
+        const [, after] = context.first.received
+        expect(context.secrets.map((secret) => signedWith(secret, after!))).toEqual([false, true, true])
+      },
+    },
+  ]
+  interface ChangeContext {
+    app: Awaited<ReturnType<typeof setup>>['app']
+    token: string
+    endpointId: string
+    first: ReturnType<typeof receiver>
+    second: ReturnType<typeof receiver>
+    secrets: string[]
+  }
+  async function rotate(context: ChangeContext): Promise<string> {
+    const response = await call(
+      context.app,
+      context.token,
+      'POST',
+      `${BASE}/${context.endpointId}/rotate-secret`,
+    )
+    expect(response.status).toBe(200)
+    return ((await response.json()) as { secret: string }).secret
+  }
+
+  for (const { label, change, check } of changes) {
+    test(`${label} reaches a worker of another replica that already holds the endpoint, at its next delivery`, async () => {
+      const clock = new FakeClock(Date.now())
+      const { app, ctx, organization, token } = await setup({ clock })
+      // Another replica's worker: its own context, its own copy of the endpoint.
+      const other = await makeTestApp({ clock })
+      const worker = new DeliveryWorker(other.ctx)
+      const first = receiver()
+      const second = receiver()
+      const endpoint = await createWebhookEndpoint(ctx, organization.id, { url: first.url })
+      const context: ChangeContext = {
+        app,
+        token,
+        endpointId: endpoint.id,
+        first,
+        second,
+        secrets: [endpoint.secret],
+      }
+      const service = webhookEndpointsService(ctx)
+      await service.ping(organization.id, endpoint.id)
+      await worker.deliverDue()
+      expect(first.received).toHaveLength(1)
+      await change(context)
+      await service.ping(organization.id, endpoint.id)
+      await worker.deliverDue()
+      check(context)
+    })
+  }
+
+  test('requests to a receiver reuse their connection (keep-alive)', async () => {
+    const { ctx, organization, worker } = await setup()
+    const target = receiver()
+    const endpoint = await createWebhookEndpoint(ctx, organization.id, { url: target.url })
+    const service = webhookEndpointsService(ctx)
+    for (let index = 0; index < 5; index++) {
+      await service.ping(organization.id, endpoint.id)
+      await worker.deliverDue()
+    }
+    expect(target.received).toHaveLength(5)
+    expect(new Set(target.received.map((entry) => entry.remotePort)).size).toBe(1)
+  })
+})
+
 describe('webhook delivery: SSRF at delivery time and the in-flight cap', () => {
   test('an address that became private is refused at delivery (DNS rebinding), nothing is sent', async () => {
     // Saved while private networks were allowed; the worker runs without that permission.
@@ -439,6 +540,30 @@ describe('webhook delivery: SSRF at delivery time and the in-flight cap', () => 
     expect(attempt!.error).toMatch(/^address_refused/)
     expect(attempt!.responseStatus).toBeNull()
   })
+
+  // Saved while private networks were allowed, sent by a worker without that permission: refused
+  // before any connection, whatever the way the address is written.
+  const refusedAtDelivery = [
+    ['IPv4 loopback', 'https://127.0.0.1:9/hook'],
+    ['IPv6 loopback', 'https://[::1]:9/hook'],
+    ['IPv4-mapped IPv6', 'https://[::ffff:127.0.0.1]:9/hook'],
+    ['NAT64 of a private address', 'https://[64:ff9b::a00:1]:9/hook'],
+    ['cloud metadata (IPv4)', 'https://169.254.169.254/latest/meta-data/'],
+    ['cloud metadata (IPv6)', 'https://[fd00:ec2::254]/hook'],
+    ['a name that resolves to 127.0.0.1', 'https://localhost:9/hook'],
+  ] as const
+  for (const [label, url] of refusedAtDelivery) {
+    test(`refused at delivery: ${label}`, async () => {
+      const saved = await setup()
+      const endpoint = await createWebhookEndpoint(saved.ctx, saved.organization.id, { url })
+      const strict = await makeTestApp({ env: { OUTBOUND_ALLOW_PRIVATE_NETWORKS: 'false' } })
+      const messageId = await webhookEndpointsService(saved.ctx).ping(saved.organization.id, endpoint.id)
+      await new DeliveryWorker(strict.ctx).deliverDue()
+      const [attempt] = await attemptsOf(saved.ctx, endpoint.id, messageId)
+      expect(attempt!.error).toMatch(/^address_refused: the URL resolves to /)
+      expect(attempt!.responseStatus).toBeNull()
+    })
+  }
 
   test('a hostname is resolved once, checked, and connected to by address; Host keeps the name', async () => {
     const { ctx, organization, worker } = await setup()

@@ -5,6 +5,7 @@ import { FakeClock } from '../../src/lib/clock'
 import { newId } from '../../src/lib/ids'
 import { isPublicAddress } from '../../src/lib/outbound-url'
 import { EVENT_TYPES } from '../../src/modules/webhook-endpoints/model'
+import { webhookEndpointsService } from '../../src/modules/webhook-endpoints/service'
 import { expectError, type RouteFixture, runCommonRouteTests } from '../helpers/common-route-tests'
 import { createSignedInUser, createSource, createWebhookEndpoint } from '../helpers/factories'
 import { call, makeSignedInApp, makeTestApp, testDatabase } from '../helpers/test-app'
@@ -314,6 +315,21 @@ describe('webhook endpoints: tenant isolation', () => {
     const owner = await call(app, other.token, 'GET', `${BASE}/${foreign.id}`)
     expect(owner.status).toBe(200)
     expect((await call(app, token, 'GET', BASE).then((response) => response.json())).data).toEqual([])
+  })
+
+  test("another organization's message through one's own endpoint: retry is a 404 and leaves it alone", async () => {
+    const { app, ctx, token, organization } = await makeSignedInApp()
+    const own = await createWebhookEndpoint(ctx, organization.id)
+    const other = await createSignedInUser(ctx)
+    const foreign = await createWebhookEndpoint(ctx, other.organization.id)
+    const messageId = await webhookEndpointsService(ctx).ping(other.organization.id, foreign.id)
+    await expectError(
+      await call(app, token, 'POST', `${BASE}/${own.id}/messages/${messageId}/retry`),
+      404,
+      'not_found',
+    )
+    const listed = await (await call(app, token, 'GET', `${BASE}/${own.id}/messages`)).json()
+    expect(listed.data).toEqual([])
   })
 
   test('an id that is not a UUID is a 400 naming it (the one rule for ids, docs/api.md); a UUID of nothing is a 404', async () => {

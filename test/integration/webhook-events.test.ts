@@ -1,4 +1,6 @@
 import { afterEach, beforeAll, describe, expect, test } from 'bun:test'
+import { eq, sql } from 'drizzle-orm'
+import { personalAccessTokens } from '../../src/db/schema'
 import { FakeClock } from '../../src/lib/clock'
 import {
   announceExpiringTokens,
@@ -67,6 +69,39 @@ describe('webhook events: pat.expiring', () => {
       },
     ])
     expect(signedWith(endpoint.secret, receiver.received[0]!)).toBe(true)
+  })
+})
+
+describe('webhook events: pat.expiring is never lost', () => {
+  test('a failed event write leaves the token unannounced; the next run sends it', async () => {
+    const { ctx, clock, user, organization, receiver, worker } = await setup(['pat.expiring'])
+    const pat = await createPat(ctx, user, { expiresAt: new Date(clock.now() + 3 * DAY) })
+    // The write of this organization's event fails after the token was marked (a crash between
+    // the two, as the database sees it): nothing of the run may stay.
+    const trigger = `refuse_pat_event_${organization.id.replaceAll('-', '')}`
+    await ctx.db.execute(
+      sql.raw(`create function ${trigger}() returns trigger language plpgsql as $$
+        begin raise exception 'refused for the test'; end $$`),
+    )
+    await ctx.db.execute(
+      sql.raw(`create trigger ${trigger} before insert on webhook_messages for each row
+        when (new.organization_id = '${organization.id}'::uuid) execute function ${trigger}()`),
+    )
+    try {
+      await expect(announceExpiringTokens(ctx)).rejects.toThrow()
+    } finally {
+      await ctx.db.execute(sql.raw(`drop trigger ${trigger} on webhook_messages`))
+      await ctx.db.execute(sql.raw(`drop function ${trigger}()`))
+    }
+    const [row] = await ctx.db
+      .select({ noticeAt: personalAccessTokens.expiryNoticeAt })
+      .from(personalAccessTokens)
+      .where(eq(personalAccessTokens.id, pat.tokenId))
+    expect(row!.noticeAt).toBeNull()
+
+    expect(await announceExpiringTokens(ctx)).toBeGreaterThanOrEqual(1)
+    await worker.deliverDue()
+    expect(receiver.received.map((entry) => entry.json.data.token_id)).toEqual([pat.tokenId])
   })
 })
 

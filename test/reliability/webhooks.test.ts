@@ -115,6 +115,8 @@ describe.skipIf(!realServices)('outbound webhooks across replicas', () => {
     let hold = true
     const receiver = startReceiver(() => (hold ? new Promise<Response>(() => {}) : new Response('ok')))
     try {
+      // This replica alone: another one, woken by its NOTIFY, could take the ping first.
+      for (const other of alive()) expect(await other.stop()).toBe(0)
       const replica = await spawnReplica({ env: { ...env, SHUTDOWN_TIMEOUT_MS: '500' } })
       replicas.push(replica)
       const created = await api(replica, 'POST', '/api/v2/webhook-endpoints', { url: receiver.url })

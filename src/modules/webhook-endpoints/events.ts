@@ -1,55 +1,72 @@
-import { and, eq, gt, isNull, lte, sql } from 'drizzle-orm'
+import { and, eq, gt, inArray, isNull, lte, sql } from 'drizzle-orm'
 import type { AppContext } from '../../context'
 import { personalAccessTokens, users, webhookEndpoints, webhookSources } from '../../db/schema'
 import { newId } from '../../lib/ids'
 import { deliveryLogsService } from '../delivery-logs/service'
 import { webhookEndpointsService } from './service'
+import { deliverySignal } from './signal'
 
 /** `pat.expiring` is sent this long before a token expires. */
 export const PAT_EXPIRY_NOTICE_MS = 7 * 24 * 3600_000
 
 /**
- * `pat.expiring`: every token that expires within 7 days and has not been announced yet. The notice
- * is claimed first (one UPDATE, so of several replicas only one announces a token), then written as
- * an event for the organization's subscribed endpoints. Returns how many tokens were announced.
+ * `pat.expiring`: every token that expires within 7 days and has not been announced yet. The mark
+ * and the events are one transaction: a crash (or a failed write) between them would otherwise
+ * leave a token marked as announced whose alert was never written. The mark is a conditional
+ * UPDATE, so of several replicas only one announces a token (the others wait on its row lock and
+ * then find it marked). Returns how many tokens were announced.
  */
 export async function announceExpiringTokens(ctx: AppContext): Promise<number> {
   const now = ctx.clock.now()
-  const claimed = await ctx.db
-    .update(personalAccessTokens)
-    .set({ expiryNoticeAt: new Date(now) })
-    .where(
-      and(
-        isNull(personalAccessTokens.expiryNoticeAt),
-        isNull(personalAccessTokens.revokedAt),
-        gt(personalAccessTokens.expiresAt, new Date(now)),
-        lte(personalAccessTokens.expiresAt, new Date(now + PAT_EXPIRY_NOTICE_MS)),
-      ),
-    )
-    .returning({
-      id: personalAccessTokens.id,
-      name: personalAccessTokens.name,
-      organizationId: personalAccessTokens.organizationId,
-      userId: personalAccessTokens.userId,
-      expiresAt: personalAccessTokens.expiresAt,
-    })
-  const service = webhookEndpointsService(ctx)
-  for (const token of claimed) {
-    const [owner] = await ctx.db.select({ email: users.email }).from(users).where(eq(users.id, token.userId))
-    await service.enqueue({
-      id: newId(),
-      organizationId: token.organizationId,
-      type: 'pat.expiring',
-      data: {
-        token_id: token.id,
-        name: token.name,
-        owner_email: owner?.email ?? '',
-        expires_at: token.expiresAt!.toISOString(),
-      },
-      createdAt: new Date(now),
-    })
-  }
-  return claimed.length
+  const repository = webhookEndpointsService(ctx).repository
+  const { announced, queued } = await ctx.db.transaction(async (tx) => {
+    const claimed = await tx
+      .update(personalAccessTokens)
+      .set({ expiryNoticeAt: new Date(now) })
+      .where(
+        and(
+          isNull(personalAccessTokens.expiryNoticeAt),
+          isNull(personalAccessTokens.revokedAt),
+          gt(personalAccessTokens.expiresAt, new Date(now)),
+          lte(personalAccessTokens.expiresAt, new Date(now + PAT_EXPIRY_NOTICE_MS)),
+        ),
+      )
+      .returning({
+        id: personalAccessTokens.id,
+        name: personalAccessTokens.name,
+        organizationId: personalAccessTokens.organizationId,
+        userId: personalAccessTokens.userId,
+        expiresAt: personalAccessTokens.expiresAt,
+      })
+    if (claimed.length === 0) return { announced: 0, queued: 0 }
+    const owners = await tx
+      .select({ id: users.id, email: users.email })
+      .from(users)
+      .where(inArray(users.id, [...new Set(claimed.map((token) => token.userId))]))
+    const emails = new Map(owners.map((owner) => [owner.id, owner.email]))
+    let queued = 0
+    for (const token of claimed) {
+      queued += await repository.enqueue(
+        {
+          id: newId(),
+          organizationId: token.organizationId,
+          type: 'pat.expiring',
+          data: {
+            token_id: token.id,
+            name: token.name,
+            owner_email: emails.get(token.userId) ?? '',
+            expires_at: token.expiresAt!.toISOString(),
+          },
+          createdAt: new Date(now),
+        },
+        tx,
+      )
+    }
+    return { announced: claimed.length, queued }
+  })
+  // Committed: the workers may see the messages now.
+  if (queued > 0) deliverySignal(ctx).wake()
+  return announced
 }
 
 /**

@@ -1,5 +1,6 @@
 import { and, count, desc, eq, inArray, lt, max, sql } from 'drizzle-orm'
 import type { AppContext } from '../../context'
+import type { Database } from '../../db/client'
 import {
   webhookAttempts,
   webhookDeliveries,
@@ -8,6 +9,7 @@ import {
   webhookSources,
 } from '../../db/schema'
 import { newId } from '../../lib/ids'
+import { rowsOf } from '../delivery-logs/rollup'
 import type { EventType, MessageStatus } from './model'
 
 export type EndpointRow = typeof webhookEndpoints.$inferSelect
@@ -242,53 +244,68 @@ export class WebhookEndpointsRepository {
   /**
    * Writes an event for every enabled endpoint of the organization that takes it, in one
    * statement: the message is written only when at least one endpoint does. Returns the number of
-   * deliveries queued.
+   * deliveries queued. `db` is a transaction when the event must commit with another write (a
+   * token marked as announced, say) or not at all.
    */
-  async enqueue(event: NewEvent): Promise<number> {
-    const rows = await this.ctx.database.query<{ queued: number }>(ENQUEUE_SQL, [
-      event.id,
-      event.organizationId,
-      event.type,
-      JSON.stringify(event.data),
-      event.createdAt.toISOString(),
-      event.sourceId ?? null,
-      event.endpointId ?? null,
-      event.exceptEndpointId ?? null,
-    ])
+  async enqueue(event: NewEvent, db: Executor = this.ctx.db): Promise<number> {
+    const rows = rowsOf<{ queued: number }>(await db.execute(enqueueStatement(event)))
     return Number(rows[0]?.queued ?? 0)
   }
 }
 
+/** The database or a transaction: where enqueue() writes. */
+export type Executor = Pick<Database, 'execute'>
+
 // The endpoint choice is the same rule as ingest_leads() applies to lead events (drizzle/0011):
 // enabled, the event type subscribed (empty: all), the source accepted (empty: all).
-const ENQUEUE_SQL = `
+function enqueueStatement(event: NewEvent) {
+  const at = event.createdAt.toISOString()
+  const endpointId = event.endpointId ?? null
+  const exceptEndpointId = event.exceptEndpointId ?? null
+  const sourceId = event.sourceId ?? null
+  return sql`
 with targets as (
   select e.id from webhook_endpoints e
-  where e.organization_id = $2::uuid and e.enabled
-    and ($7::uuid is null or e.id = $7::uuid)
-    and ($8::uuid is null or e.id <> $8::uuid)
-    and ($7::uuid is not null or e.event_types = '[]'::jsonb or e.event_types ? $3::text)
-    and ($6::uuid is null or e.source_ids = '[]'::jsonb or e.source_ids ? $6::text)
+  where e.organization_id = ${event.organizationId}::uuid and e.enabled
+    and (${endpointId}::uuid is null or e.id = ${endpointId}::uuid)
+    and (${exceptEndpointId}::uuid is null or e.id <> ${exceptEndpointId}::uuid)
+    and (${endpointId}::uuid is not null or e.event_types = '[]'::jsonb or e.event_types ? ${event.type}::text)
+    and (${sourceId}::uuid is null or e.source_ids = '[]'::jsonb or e.source_ids ? ${sourceId}::text)
 ), message as (
   insert into webhook_messages (id, organization_id, event_type, payload, created_at)
-  select $1::uuid, $2::uuid, $3::text, $4::jsonb, $5::timestamptz where exists (select 1 from targets)
+  select ${event.id}::uuid, ${event.organizationId}::uuid, ${event.type}::text, ${JSON.stringify(event.data)}::jsonb,
+    ${at}::timestamptz where exists (select 1 from targets)
   returning id
 ), queued as (
   insert into webhook_deliveries (message_id, endpoint_id, organization_id, event_type, next_attempt_at, created_at)
-  select m.id, t.id, $2::uuid, $3::text, $5::timestamptz, $5::timestamptz from message m cross join targets t
+  select m.id, t.id, ${event.organizationId}::uuid, ${event.type}::text, ${at}::timestamptz, ${at}::timestamptz
+  from message m cross join targets t
   returning 1
 )
 select count(*)::int as queued from queued`
+}
 
-/** A delivery taken by a worker: what it needs to send one attempt. */
+/**
+ * A delivery taken by a worker: what it needs to send one attempt. The endpoint comes as its id and
+ * the version of its row (`xmin`, changed by every update of the row): the worker keeps endpoints
+ * (URL, opened secrets) by version and reads one again only when its row changed.
+ */
 export interface ClaimedDelivery {
   endpoint_id: string
+  endpoint_version: string
   message_id: string
   organization_id: string
   event_type: string
   attempt_count: number
-  payload: Record<string, unknown>
+  /** The message's `data` as stored JSON text: the body is built around it, never re-serialised. */
+  payload_json: string
   message_created_at: string | Date
+}
+
+/** What the worker keeps of an endpoint between deliveries (see ClaimedDelivery). */
+export interface EndpointForDelivery {
+  id: string
+  version: string
   url: string
   secret_ciphertext: string
   previous_secret_ciphertext: string | null
@@ -338,6 +355,25 @@ export class DeliveryQueueRepository {
       options.leaseUntil.toISOString(),
       options.token,
     ])
+  }
+
+  /** Whether any organization has an enabled endpoint (the partial index on enabled endpoints). */
+  async anyEnabledEndpoint(): Promise<boolean> {
+    const [row] = await this.ctx.database.query<{ found: boolean }>(
+      'select exists (select 1 from webhook_endpoints where enabled) as found',
+      [],
+    )
+    return row?.found === true
+  }
+
+  /** The endpoints a claim named whose version the worker does not hold: one statement for all. */
+  endpoints(ids: string[]): Promise<EndpointForDelivery[]> {
+    return this.ctx.database.query<EndpointForDelivery>(
+      `select id, xmin::text as version, url, secret_ciphertext, previous_secret_ciphertext,
+         previous_secret_expires_at, failing_since
+       from webhook_endpoints where id = any($1::uuid[])`,
+      [ids],
+    )
   }
 
   /**
@@ -416,16 +452,17 @@ export class DeliveryQueueRepository {
 }
 
 // Endpoints with something due, then per endpoint its oldest due rows up to its room. SKIP LOCKED:
-// rows another worker is claiming right now are left to it, never waited for.
+// rows another worker is claiming right now are left to it, never waited for. The endpoint's row is
+// read for its version only; the worker reads the rest when the version is new to it.
 const CLAIM_SQL = `
 with due_endpoints as (
-  select e.id, $3::int - coalesce(($4::jsonb ->> e.id::text)::int, 0) as room
+  select e.id, e.xmin::text as version, $3::int - coalesce(($4::jsonb ->> e.id::text)::int, 0) as room
   from webhook_endpoints e
   where e.enabled and exists (
     select 1 from webhook_deliveries d
     where d.endpoint_id = e.id and d.status = 'pending' and d.next_attempt_at <= $1::timestamptz)
 ), chosen as (
-  select x.endpoint_id, x.message_id from due_endpoints de
+  select x.endpoint_id, x.message_id, de.version from due_endpoints de
   cross join lateral (
     select d.endpoint_id, d.message_id from webhook_deliveries d
     where d.endpoint_id = de.id and d.status = 'pending' and d.next_attempt_at <= $1::timestamptz
@@ -437,11 +474,10 @@ with due_endpoints as (
 )
 update webhook_deliveries d
 set next_attempt_at = $5::timestamptz, claim_token = $6::uuid, attempt_count = d.attempt_count + 1
-from chosen c, webhook_messages m, webhook_endpoints e
-where d.endpoint_id = c.endpoint_id and d.message_id = c.message_id and m.id = d.message_id and e.id = d.endpoint_id
-returning d.endpoint_id, d.message_id, d.organization_id, d.event_type, d.attempt_count, m.payload,
-  m.created_at as message_created_at, e.url, e.secret_ciphertext, e.previous_secret_ciphertext,
-  e.previous_secret_expires_at, e.failing_since`
+from chosen c, webhook_messages m
+where d.endpoint_id = c.endpoint_id and d.message_id = c.message_id and m.id = d.message_id
+returning d.endpoint_id, c.version as endpoint_version, d.message_id, d.organization_id, d.event_type,
+  d.attempt_count, m.payload::text as payload_json, m.created_at as message_created_at`
 
 // The deliveries' new state, their attempts, and each endpoint's failure streak (started by its
 // first failure after its last success, ended by a success), only for claims still held.
@@ -467,13 +503,21 @@ with input as (
   select endpoint_id, max(attempted_at) filter (where succeeded) as last_success,
     min(attempted_at) filter (where not succeeded) as first_failure
   from recorded group by endpoint_id
+), streak_input as (
+  select b.*, (select min(r.attempted_at) from recorded r
+               where r.endpoint_id = b.endpoint_id and not r.succeeded and r.attempted_at > b.last_success)
+    as failure_after_success
+  from by_endpoint b
 ), streak as (
   update webhook_endpoints e
   set failing_since = case
     when b.last_success is null then coalesce(e.failing_since, b.first_failure)
-    else (select min(r.attempted_at) from recorded r
-          where r.endpoint_id = b.endpoint_id and not r.succeeded and r.attempted_at > b.last_success)
+    else b.failure_after_success
   end
-  from by_endpoint b where e.id = b.endpoint_id
+  from streak_input b where e.id = b.endpoint_id
+    -- Only when it changes (a streak starts or ends): a batch of successes, or of failures while
+    -- failing already, leaves the row (and so its version, which the workers cache by) alone.
+    and case when b.last_success is null then e.failing_since is null
+             else e.failing_since is distinct from b.failure_after_success end
 )
 select endpoint_id, message_id from delivery`

@@ -1,12 +1,11 @@
-import { Webhook } from 'standardwebhooks'
 import type { AppContext } from '../../context'
 import { AppError } from '../../lib/errors'
 import { newId } from '../../lib/ids'
 import { perContext } from '../../lib/memo'
-import { parseOutboundUrl, resolveOutboundTarget } from '../../lib/outbound-url'
+import { type CheckedTarget, type DeliveryEndpoint, EndpointCache } from './endpoint-cache'
 import { type AttemptOutcome, type ClaimedDelivery, DeliveryQueueRepository } from './repository'
 import { webhookEndpointsService } from './service'
-import { deliverySignal } from './signal'
+import { deliverySignal, ReplicaWakeups } from './signal'
 
 /** Waits after the 1st, 2nd… failed attempt; after the last one the message is `failed`. */
 export const RETRY_SCHEDULE_MS = [
@@ -34,13 +33,30 @@ export const POLL_INTERVAL_MS = 1_000
 // its result before another replica may take the delivery again.
 const LEASE_MARGIN_MS = 5_000
 const USER_AGENT = 'lead-capture-webhooks/1'
+/**
+ * A worker starts a claim, and a result write, at most once per this many milliseconds (the first
+ * after a quiet spell at once): at 1,000 events/s toward a fast receiver every answer freed a slot
+ * and woke a claim of its own, and every write of results found one or two waiting, so the worker
+ * ran hundreds of small statements a second next to the lead path's. Spaced, each takes what came
+ * due meanwhile, for at most this much more delivery lag.
+ */
+export const WORKER_STATEMENT_SPACING_MS = 10
+/**
+ * The worker's statements in flight at once, out of the replica's DATABASE_POOL_SIZE (a quarter,
+ * at least one): claims and result writes queue behind each other rather than take connections the
+ * inbound path is waiting for. Claims never overlap anyway, and results are written one batch at a
+ * time, so this bounds the rare rest (releases, disabling) too.
+ */
+export function workerStatementSlots(poolSize: number): number {
+  return Math.max(1, Math.floor(poolSize / 4))
+}
 
 /**
  * The delivery worker of one replica. Claims due deliveries (webhook_deliveries as a SKIP LOCKED
  * queue, so replicas never take the same one), sends each as a signed Standard Webhooks request,
- * records the attempt and schedules the next. Woken at once by this replica's writes (in process,
- * signal.ts); polls every second for the rest (retries that came due, other replicas' events when
- * their replica is gone, leases that ran out).
+ * records the attempt and schedules the next. Woken at once by this replica's writes (in process)
+ * and by the other replicas' (NOTIFY, signal.ts); polls every second for the rest (retries that
+ * came due, leases that ran out, a notification lost while the listener reconnected).
  */
 export class DeliveryWorker {
   private readonly queue: DeliveryQueueRepository
@@ -51,32 +67,68 @@ export class DeliveryWorker {
   private readonly shutdown = new AbortController()
   private inFlight = 0
   private readonly results: ResultBuffer
+  private readonly wakeups: ReplicaWakeups
+  private readonly endpoints: EndpointCache
+  private readonly statements: Slots
   private pumping: Promise<void> | null = null
   private pumpAgain = false
+  private lastPumpAt = Number.NEGATIVE_INFINITY
+  private spacedWake: ReturnType<typeof setTimeout> | undefined
   private stopped = false
   private started = false
 
   constructor(private readonly ctx: AppContext) {
     this.queue = new DeliveryQueueRepository(ctx)
-    this.results = new ResultBuffer(this.queue)
+    this.statements = new Slots(workerStatementSlots(ctx.config.databasePoolSize))
+    this.results = new ResultBuffer(
+      (batch) => this.statements.run(() => this.queue.record(batch)),
+      WORKER_STATEMENT_SPACING_MS,
+    )
+    this.endpoints = new EndpointCache(ctx, this.queue)
+    this.wakeups = new ReplicaWakeups(
+      ctx,
+      () => this.wake(),
+      () => this.statements.run(() => this.queue.anyEnabledEndpoint()),
+    )
   }
 
-  /** In-process wake-ups and the shutdown hook; the poll is a periodic job (webhookJobs). */
-  start(): void {
-    if (this.started) return
+  /**
+   * Wake-ups (this replica's writes in process, the other replicas' over LISTEN/NOTIFY) and the
+   * shutdown hook; the poll is a periodic job (webhookJobs). Resolves once the LISTEN is in place
+   * (or has failed, to be tried again at the next poll).
+   */
+  start(): Promise<void> {
+    if (this.started) return this.wakeups.listen()
     this.started = true
-    deliverySignal(this.ctx).subscribe(() => this.wake())
+    deliverySignal(this.ctx).subscribe(() => {
+      this.wakeups.announce()
+      this.wake()
+    })
     this.ctx.onClose(() => this.stop(this.ctx.config.shutdownTimeoutMs))
     this.wake()
+    return this.wakeups.listen()
   }
 
-  /** Claims and starts what is due now; never overlaps itself (a wake-up during a claim re-runs it). */
+  /**
+   * Claims and starts what is due now; never overlaps itself (a wake-up during a claim re-runs it),
+   * and starts at most once per WORKER_STATEMENT_SPACING_MS (a wake-up sooner runs at its end).
+   */
   wake(): void {
     if (this.stopped) return
     if (this.pumping) {
       this.pumpAgain = true
       return
     }
+    if (this.spacedWake) return
+    const wait = this.lastPumpAt + WORKER_STATEMENT_SPACING_MS - performance.now()
+    if (wait > 0) {
+      this.spacedWake = setTimeout(() => {
+        this.spacedWake = undefined
+        this.wake()
+      }, wait)
+      return
+    }
+    this.lastPumpAt = performance.now()
     this.pumping = this.pump()
       .catch((error) => this.ctx.logger.warn('webhook claim failed; retrying on the next poll', { error }))
       .finally(() => {
@@ -91,25 +143,36 @@ export class DeliveryWorker {
   /** For the periodic poll and for tests: claim what is due, and wait until those attempts end. */
   async deliverDue(): Promise<void> {
     this.wake()
-    while (this.pumping || this.attempts.size > 0) {
+    while (this.pumping || this.attempts.size > 0 || this.spacedWake) {
       await this.pumping
       await Promise.allSettled([...this.attempts])
+      // A wake-up spaced after the last claim: it has not started yet.
+      if (!this.pumping && this.attempts.size === 0 && this.spacedWake) {
+        await Bun.sleep(WORKER_STATEMENT_SPACING_MS)
+      }
     }
   }
 
   private async pump(): Promise<void> {
+    // A LISTEN that failed (database down at start-up) is tried again at every poll.
+    if (this.started) void this.wakeups.listen()
     while (!this.stopped && this.inFlight < IN_FLIGHT_TOTAL) {
       const now = this.ctx.clock.now()
       const token = newId()
-      const claimed = await this.queue.claim({
-        now: new Date(now),
-        leaseUntil: new Date(now + this.ctx.config.webhookTimeoutMs + LEASE_MARGIN_MS),
-        token,
-        limit: IN_FLIGHT_TOTAL - this.inFlight,
-        perEndpoint: IN_FLIGHT_PER_ENDPOINT,
-        inFlight: Object.fromEntries(this.inFlightByEndpoint),
-      })
+      const limit = IN_FLIGHT_TOTAL - this.inFlight
+      const claimed = await this.statements.run(() =>
+        this.queue.claim({
+          now: new Date(now),
+          leaseUntil: new Date(now + this.ctx.config.webhookTimeoutMs + LEASE_MARGIN_MS),
+          token,
+          limit,
+          perEndpoint: IN_FLIGHT_PER_ENDPOINT,
+          inFlight: Object.fromEntries(this.inFlightByEndpoint),
+        }),
+      )
       if (claimed.length === 0) return
+      // Claimed: whatever happens now, each delivery is tracked (and so released or retried).
+      const loading = this.statements.run(() => this.endpoints.load(claimed))
       for (const delivery of claimed) {
         this.track(delivery.endpoint_id, 1)
         let slotHeld = true
@@ -121,12 +184,15 @@ export class DeliveryWorker {
           this.track(delivery.endpoint_id, -1)
           this.wake()
         }
-        const attempt = this.attempt(delivery, token, freeSlot).finally(() => {
+        const attempt = this.attempt(delivery, token, freeSlot, loading).finally(() => {
           freeSlot()
           this.attempts.delete(attempt)
         })
         this.attempts.add(attempt)
       }
+      // Fewer than asked: everything claimable was taken (the rest waits for a slot of its
+      // endpoint, whose freeing wakes the worker), so no second, empty claim.
+      if (claimed.length < limit) return
     }
   }
 
@@ -137,9 +203,18 @@ export class DeliveryWorker {
     else this.inFlightByEndpoint.set(endpointId, count)
   }
 
-  private async attempt(delivery: ClaimedDelivery, token: string, freeSlot: () => void): Promise<void> {
+  private async attempt(
+    delivery: ClaimedDelivery,
+    token: string,
+    freeSlot: () => void,
+    loading: Promise<void>,
+  ): Promise<void> {
     try {
-      const outcome = await this.send(delivery)
+      await loading
+      const endpoint = this.endpoints.get(delivery.endpoint_id)
+      // Deleted meanwhile, or a secret that does not open (logged): the lease runs out.
+      if (!endpoint) return
+      const outcome = await this.send(delivery, endpoint)
       freeSlot()
       if (outcome.error === 'shutdown') {
         this.toRelease.add(token)
@@ -153,7 +228,7 @@ export class DeliveryWorker {
         })
         return
       }
-      if (!outcome.succeeded) await this.disableIfFailingTooLong(delivery, outcome.attemptedAt)
+      if (!outcome.succeeded) await this.disableIfFailingTooLong(delivery, endpoint, outcome.attemptedAt)
     } catch (error) {
       // The lease runs out and the delivery is taken again: at least once, never lost.
       this.ctx.logger.warn('webhook attempt could not be recorded; it will be retried', {
@@ -165,7 +240,7 @@ export class DeliveryWorker {
   }
 
   /** One signed POST. Never throws: every way it can end is an outcome. */
-  async send(delivery: ClaimedDelivery): Promise<AttemptOutcome> {
+  async send(delivery: ClaimedDelivery, endpoint: DeliveryEndpoint): Promise<AttemptOutcome> {
     const attemptedAt = new Date(this.ctx.clock.now())
     const started = performance.now()
     const elapsed = () => Math.round((performance.now() - started) * 10) / 10
@@ -182,37 +257,35 @@ export class DeliveryWorker {
       succeeded: false,
       nextAttemptAt: nextAttemptTime(delivery.attempt_count, attemptedAt, null),
     })
-    const policy = { allowPrivateNetworks: this.ctx.config.outboundAllowPrivateNetworks }
-    let target: Awaited<ReturnType<typeof resolveOutboundTarget>>
+    let target: CheckedTarget
     try {
-      // Checked again at every attempt: the name may resolve elsewhere since the endpoint was saved.
-      target = await resolveOutboundTarget(parseOutboundUrl(delivery.url, policy), policy)
+      // Checked again at delivery (within TARGET_CHECK_TTL_MS): the name may resolve elsewhere
+      // since the endpoint was saved.
+      target = await this.endpoints.target(endpoint)
     } catch (error) {
       return failed(error instanceof AppError ? `address_refused: ${error.message}` : 'address_refused')
     }
 
-    const body = JSON.stringify({
-      type: delivery.event_type,
-      timestamp: new Date(delivery.message_created_at).toISOString(),
-      data: delivery.payload,
-    })
+    // The stored `data` as PostgreSQL wrote it out: valid JSON, signed as sent, not parsed and
+    // serialised again per delivery.
+    const body = `{"type":${JSON.stringify(delivery.event_type)},"timestamp":"${new Date(delivery.message_created_at).toISOString()}","data":${delivery.payload_json}}`
     const headers: Record<string, string> = {
       'content-type': 'application/json',
       'user-agent': USER_AGENT,
       'webhook-id': delivery.message_id,
       'webhook-timestamp': String(Math.floor(attemptedAt.getTime() / 1000)),
-      'webhook-signature': this.signatures(delivery, attemptedAt, body),
-      host: target.url.host,
+      'webhook-signature': signatures(endpoint, delivery.message_id, attemptedAt, body),
+      host: target.host,
     }
     const timeout = AbortSignal.timeout(this.ctx.config.webhookTimeoutMs)
     try {
-      const response = await fetch(pinnedUrl(target.url, target.address), {
+      const response = await fetch(target.pinnedUrl, {
         method: 'POST',
         headers,
         body,
         redirect: 'manual',
         signal: AbortSignal.any([timeout, this.shutdown.signal]),
-        tls: { serverName: target.url.hostname.replace(/^\[(.*)\]$/, '$1') },
+        tls: { serverName: target.serverName },
       })
       const responseBody = await readPrefix(response, RESPONSE_BODY_KEPT_BYTES)
       const status = response.status
@@ -245,27 +318,19 @@ export class DeliveryWorker {
     }
   }
 
-  /** One `v1,` signature per secret in use: the current one, and the previous one for 24 h after a rotation. */
-  private signatures(delivery: ClaimedDelivery, at: Date, body: string): string {
-    const secrets = [this.ctx.secretBox.open(delivery.secret_ciphertext)]
-    const previousExpiresAt = delivery.previous_secret_expires_at
-    if (
-      delivery.previous_secret_ciphertext &&
-      previousExpiresAt &&
-      new Date(previousExpiresAt).getTime() > at.getTime()
-    ) {
-      secrets.push(this.ctx.secretBox.open(delivery.previous_secret_ciphertext))
-    }
-    return secrets.map((secret) => new Webhook(secret).sign(delivery.message_id, at, body)).join(' ')
-  }
-
-  private async disableIfFailingTooLong(delivery: ClaimedDelivery, at: Date): Promise<void> {
-    const failingSince = delivery.failing_since ? new Date(delivery.failing_since).getTime() : at.getTime()
+  private async disableIfFailingTooLong(
+    delivery: ClaimedDelivery,
+    endpoint: DeliveryEndpoint,
+    at: Date,
+  ): Promise<void> {
+    const failingSince = endpoint.failingSince?.getTime() ?? at.getTime()
     if (at.getTime() - failingSince < DISABLE_AFTER_FAILING_MS) return
-    const disabled = await this.queue.disableIfFailingSince(
-      delivery.endpoint_id,
-      new Date(at.getTime() - DISABLE_AFTER_FAILING_MS),
-      at,
+    const disabled = await this.statements.run(() =>
+      this.queue.disableIfFailingSince(
+        delivery.endpoint_id,
+        new Date(at.getTime() - DISABLE_AFTER_FAILING_MS),
+        at,
+      ),
     )
     if (!disabled) return
     this.ctx.logger.warn('webhook endpoint disabled: every attempt failed for 5 days', {
@@ -295,6 +360,9 @@ export class DeliveryWorker {
    */
   async stop(graceMs: number): Promise<void> {
     this.stopped = true
+    this.wakeups.close()
+    clearTimeout(this.spacedWake)
+    this.spacedWake = undefined
     await this.pumping
     const pending = Promise.allSettled([...this.attempts])
     let timer: ReturnType<typeof setTimeout> | undefined
@@ -306,7 +374,7 @@ export class DeliveryWorker {
     const now = new Date(this.ctx.clock.now())
     for (const token of this.toRelease) {
       try {
-        await this.queue.release(token, now)
+        await this.statements.run(() => this.queue.release(token, now))
       } catch (error) {
         this.ctx.logger.warn('webhook deliveries not released; their lease will run out', { error })
       }
@@ -338,13 +406,6 @@ export function parseRetryAfter(value: string | null, now: Date): number | null 
   return Number.isNaN(date) ? null : Math.max(0, date - now.getTime())
 }
 
-/** The URL with its host replaced by the checked address (the Host header and SNI keep the name). */
-function pinnedUrl(url: URL, address: string): string {
-  const pinned = new URL(url.toString())
-  pinned.hostname = address.includes(':') ? `[${address}]` : address
-  return pinned.toString()
-}
-
 /** The first `limit` bytes of a body, as text; the rest is not read. */
 async function readPrefix(response: Response, limit: number): Promise<string | null> {
   if (!response.body) return null
@@ -365,12 +426,46 @@ async function readPrefix(response: Response, limit: number): Promise<string | n
   return new TextDecoder('utf-8', { fatal: false }).decode(bytes)
 }
 
+/**
+ * One `v1,` signature per secret in use: the current one, and the previous one for 24 h after a
+ * rotation (its expiry checked at every attempt; the signers themselves are made once per version
+ * of the endpoint).
+ */
+function signatures(endpoint: DeliveryEndpoint, messageId: string, at: Date, body: string): string {
+  const signed = endpoint.signer.sign(messageId, at, body)
+  if (!endpoint.previousSigner || (endpoint.previousExpiresAt ?? 0) <= at.getTime()) return signed
+  return `${signed} ${endpoint.previousSigner.sign(messageId, at, body)}`
+}
+
+/** At most `size` tasks at a time; the others wait their turn, in order. */
+class Slots {
+  private busy = 0
+  private readonly waiting: Array<() => void> = []
+
+  constructor(private readonly size: number) {}
+
+  async run<T>(task: () => Promise<T>): Promise<T> {
+    if (this.busy < this.size) this.busy++
+    else await new Promise<void>((resolve) => this.waiting.push(resolve))
+    try {
+      return await task()
+    } finally {
+      // The slot goes straight to the next task waiting, or is freed.
+      const next = this.waiting.shift()
+      if (next) next()
+      else this.busy--
+    }
+  }
+}
+
 type AttemptResult = Parameters<DeliveryQueueRepository['record']>[0][number]
 
 /**
- * Attempt results that end in the same event-loop turn are recorded by one statement: at a high
- * rate toward one endpoint, one round trip per attempt (three writes each) was what bounded the
- * worker, not the receiver.
+ * Attempt results are recorded in batches, one statement each and one batch at a time: what ends
+ * while a batch is being written waits and goes into the next one. At a high rate toward one
+ * endpoint, one round trip per attempt (three writes each) was what bounded the worker, not the
+ * receiver; and with one write at a time the batches grow with the rate instead of the number of
+ * connections the worker holds.
  */
 class ResultBuffer {
   private waiting: Array<{
@@ -378,31 +473,41 @@ class ResultBuffer {
     settle: (recorded: boolean) => void
     fail: (error: unknown) => void
   }> = []
-  private scheduled = false
+  private writing = false
+  private lastWriteAt = Number.NEGATIVE_INFINITY
 
-  constructor(private readonly queue: DeliveryQueueRepository) {}
+  constructor(
+    private readonly write: (batch: AttemptResult[]) => Promise<Set<string>>,
+    private readonly spacingMs: number,
+  ) {}
 
   add(result: AttemptResult): Promise<boolean> {
     return new Promise((settle, fail) => {
       this.waiting.push({ result, settle, fail })
-      if (this.scheduled) return
-      this.scheduled = true
+      if (this.writing) return
+      this.writing = true
+      // The results that end in this event-loop turn join the first batch too.
       setImmediate(() => void this.flush())
     })
   }
 
   private async flush(): Promise<void> {
-    this.scheduled = false
-    const batch = this.waiting
-    this.waiting = []
-    try {
-      const recorded = await this.queue.record(batch.map((entry) => entry.result))
-      for (const { result, settle } of batch) {
-        settle(recorded.has(`${result.delivery.endpoint_id}:${result.delivery.message_id}`))
+    while (this.waiting.length > 0) {
+      const wait = this.lastWriteAt + this.spacingMs - performance.now()
+      if (wait > 0) await Bun.sleep(wait)
+      this.lastWriteAt = performance.now()
+      const batch = this.waiting
+      this.waiting = []
+      try {
+        const recorded = await this.write(batch.map((entry) => entry.result))
+        for (const { result, settle } of batch) {
+          settle(recorded.has(`${result.delivery.endpoint_id}:${result.delivery.message_id}`))
+        }
+      } catch (error) {
+        for (const { fail } of batch) fail(error)
       }
-    } catch (error) {
-      for (const { fail } of batch) fail(error)
     }
+    this.writing = false
   }
 }
 
