@@ -52,7 +52,7 @@ function expectJsonHeaders(response: Response) {
   expect(response.headers.get('x-ratelimit-reset')).toMatch(/^\d+$/)
 }
 
-/** One item of ingest_leads(jsonb) (drizzle/0007), as the inbound repository builds it. */
+/** One item of ingest_leads(jsonb) (drizzle/functions/ingest_leads.sql), as the inbound repository builds it. */
 function ingestItem(organizationId: string, sourceId: string, leadId: string) {
   const address = uniqueEmail('race')
   return {

@@ -259,7 +259,7 @@ export class WebhookEndpointsRepository {
   }
 }
 
-// The endpoint choice is the same rule as ingest_leads() applies to lead events (drizzle/0011):
+// The endpoint choice is the same rule as ingest_leads() applies to lead events (drizzle/functions/ingest_leads.sql):
 // enabled, the event type subscribed (empty: all), the source accepted (empty: all).
 const ENQUEUE_SQL = `
 with targets as (
