@@ -2,7 +2,7 @@ import { Elysia } from 'elysia'
 import type { AppContext } from '../context'
 import { AppError, describeDatabaseError, describeError, errors } from '../lib/errors'
 import { describeValidationIssues, type ValidationIssue } from '../lib/validation-messages'
-import { requestRegistry } from './request-context'
+import type { RequestRegistry } from '../lib/http'
 
 interface ValidationLike {
   all?: ValidationIssue[]
@@ -19,8 +19,11 @@ export type ErrorPageRenderer = (request: Request, status: number, message: stri
  * adds the rate-limit and request-id headers, logs only 5xx. Database outages become 503 with
  * Retry-After instead of 500. On the dashboard's routes the same error is an HTML page instead.
  */
-export function errorsPlugin(ctx: AppContext, options: { errorPage?: ErrorPageRenderer } = {}) {
-  const registry = requestRegistry(ctx)
+export function errorsPlugin(
+  ctx: AppContext,
+  registry: RequestRegistry,
+  options: { errorPage?: ErrorPageRenderer } = {},
+) {
   return new Elysia({ name: 'errors' }).onError({ as: 'global' }, ({ code, error, request, set }) => {
     const meta = registry.get(request)
     let appError: AppError

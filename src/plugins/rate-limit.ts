@@ -3,8 +3,8 @@ import type { AppContext } from '../context'
 import { AppError } from '../lib/errors'
 import { isDashboardPath, isProbePath, requestPath } from '../lib/http'
 import { type RateLimitResult, type RateLimitRule, retryAfterSeconds } from '../lib/rate-limit'
-import { credentialResolver } from './auth'
-import { requestRegistry } from './request-context'
+import type { RequestRegistry } from '../lib/http'
+import type { CredentialResolver } from '../modules/auth/credentials'
 
 export const WINDOW_MS = 60_000
 export const MANAGEMENT_LIMIT_PER_MIN = 100
@@ -118,13 +118,14 @@ export function rateLimitedError(result: RateLimitResult): AppError {
  */
 export async function enforceRateLimit(
   ctx: AppContext,
+  registry: RequestRegistry,
   request: Request,
   headers: Record<string, unknown>,
   rules: RateLimitRule[],
 ): Promise<RateLimitResult> {
   const result = await ctx.limiter.check(rules, ctx.clock.now())
   const limitHeaders = rateLimitHeaders(result)
-  requestRegistry(ctx).get(request).rateLimitHeaders = limitHeaders
+  registry.get(request).rateLimitHeaders = limitHeaders
   Object.assign(headers, limitHeaders)
   if (!result.allowed) throw rateLimitedError(result)
   return result
@@ -137,14 +138,15 @@ export async function enforceRateLimit(
  * would let one client create buckets without bound. Runs before routing, so 404s and 401s carry
  * the headers too.
  */
-export function rateLimitPlugin(ctx: AppContext, routes: RouteTemplates) {
-  const registry = requestRegistry(ctx)
-  const resolver = credentialResolver(ctx)
+export function rateLimitPlugin(
+  ctx: AppContext,
+  { registry, resolver, routes }: { registry: RequestRegistry; resolver: CredentialResolver; routes: RouteTemplates },
+) {
   return new Elysia({ name: 'rate-limit' }).onRequest(async ({ request, set }) => {
     const path = requestPath(request)
     if (isSelfLimitedPath(path)) return
     if (PLATFORM_ONLY_PATHS.has(path) || path.startsWith(PLATFORM_ONLY_PREFIX)) {
-      await enforceRateLimit(ctx, request, set.headers, [platformRule(ctx)])
+      await enforceRateLimit(ctx, registry, request, set.headers, [platformRule(ctx)])
       return
     }
     const meta = registry.get(request)
@@ -161,7 +163,7 @@ export function rateLimitPlugin(ctx: AppContext, routes: RouteTemplates) {
         key = `user:${authentication.principal.userId}:${tighter ? tighter.bucket : routes.endpointOf(request.method, path)}`
       } else if (!tighter) key = `ip:${meta.clientIp}:anonymous`
     }
-    await enforceRateLimit(ctx, request, set.headers, [
+    await enforceRateLimit(ctx, registry, request, set.headers, [
       platformRule(ctx),
       {
         bucket: tighter ? tighter.bucket : 'management',

@@ -16,7 +16,7 @@ export class LastRequestRecorder {
   private readonly latest: CoalescingBuffer<number>
 
   constructor(ctx: AppContext) {
-    this.latest = new CoalescingBuffer<number>(ctx, {
+    this.latest = new CoalescingBuffer<number>({
       intervalMs: FLUSH_INTERVAL_MS,
       merge: Math.max,
       write: async (batch) => {

@@ -1,7 +1,7 @@
 import type { AppContext } from '../../context'
 import { isDatabaseUnavailable } from '../../lib/errors'
 import { newId } from '../../lib/ids'
-import { deliverySignal } from '../webhook-endpoints/signal'
+import type { DeliverySignal } from '../webhook-endpoints/signal'
 import type { NormalizedLead } from './normalize'
 
 /** A delivery-log entry for an inbound request that did not store a lead. */
@@ -109,7 +109,10 @@ export class InboundRepository {
   /** Statements written: groups, the leads they carried, single writes, and groups retried one by one. */
   readonly stats = { groups: 0, groupedLeads: 0, singles: 0, groupFallbacks: 0 }
 
-  constructor(private readonly ctx: AppContext) {
+  constructor(
+    private readonly ctx: AppContext,
+    private readonly signal: DeliverySignal,
+  ) {
     // As many groups in flight as the pool has connections; PGlite has one.
     this.maxInFlight = ctx.database.engine === 'pglite' ? 1 : ctx.config.databasePoolSize
   }
@@ -233,7 +236,7 @@ export class InboundRepository {
     }
     // The group's webhook events (if its organization has endpoints) are committed: this replica's
     // worker sends them at once.
-    if (rows[0]?.webhook_events) deliverySignal(this.ctx).wake()
+    if (rows[0]?.webhook_events) this.signal.wake()
     const answered = new Set<number>()
     for (const row of rows) {
       answered.add(row.idx)

@@ -1,13 +1,13 @@
 import type { AppContext } from '../../context'
 import { AppError, errors } from '../../lib/errors'
-import { type InputGuard, inputGuard, PayloadTooLargeError } from '../../lib/input-guard'
+import { type InputGuard, PayloadTooLargeError } from '../../lib/input-guard'
 import { ipInRanges } from '../../lib/ip'
-import { perContext } from '../../lib/memo'
 import type { RateLimitRule } from '../../lib/rate-limit'
 import { digestSecret, isWellFormedSecret } from '../../lib/secrets'
 import { enforceRateLimit, platformRule, WINDOW_MS } from '../../plugins/rate-limit'
-import { requestRegistry } from '../../plugins/request-context'
-import { type CachedSource, sourceCache } from '../sources/source-cache'
+import type { RequestRegistry } from '../../lib/http'
+import type { CachedSource, SourceCache } from '../sources/source-cache'
+import type { DeliverySignal } from '../webhook-endpoints/signal'
 import { bodyForLog, isJsonContentType, readLimitedBody } from './body'
 import { LastRequestRecorder } from './last-request'
 import { normalizeLead } from './normalize'
@@ -46,15 +46,20 @@ export class InboundService {
   readonly repository: InboundRepository
   readonly rejections: RejectionAggregator
   readonly lastRequests: LastRequestRecorder
-  private readonly registry
+  private readonly registry: RequestRegistry
   private readonly guard: InputGuard
+  private readonly sources: SourceCache
 
-  constructor(private readonly ctx: AppContext) {
-    this.guard = inputGuard(ctx)
-    this.repository = new InboundRepository(ctx)
+  constructor(
+    private readonly ctx: AppContext,
+    deps: { guard: InputGuard; registry: RequestRegistry; sources: SourceCache; signal: DeliverySignal },
+  ) {
+    this.guard = deps.guard
+    this.registry = deps.registry
+    this.sources = deps.sources
+    this.repository = new InboundRepository(ctx, deps.signal)
     this.rejections = new RejectionAggregator(ctx, this.repository)
     this.lastRequests = new LastRequestRecorder(ctx)
-    this.registry = requestRegistry(ctx)
   }
 
   async receive(call: InboundCall): Promise<InboundOutcome> {
@@ -76,7 +81,7 @@ export class InboundService {
     }
 
     try {
-      await enforceRateLimit(this.ctx, request, headers, [platformRule(this.ctx), keyRule(call.keyDigest!)])
+      await enforceRateLimit(this.ctx, this.registry, request, headers, [platformRule(this.ctx), keyRule(call.keyDigest!)])
     } catch (error) {
       if (error instanceof AppError && error.status === 429) {
         this.rejections.add(facts({ httpStatus: 429, reason: 'rate_limited' }))
@@ -202,7 +207,7 @@ export class InboundService {
     } catch (error) {
       // The source was deleted after this request found it: the key no longer names a webhook.
       if (error instanceof SourceGoneError) {
-        sourceCache(this.ctx).evict(source.id)
+        this.sources.evict(source.id)
         throw new AppError('webhook_not_found', UNKNOWN_KEY_MESSAGE)
       }
       throw error
@@ -218,7 +223,7 @@ export class InboundService {
   async preflight(call: InboundCall): Promise<Record<string, string>> {
     const clientIp = this.registry.get(call.request).clientIp
     const source = await this.resolveSource(call, clientIp)
-    await enforceRateLimit(this.ctx, call.request, call.headers, [
+    await enforceRateLimit(this.ctx, this.registry, call.request, call.headers, [
       platformRule(this.ctx),
       keyRule(call.keyDigest!),
     ])
@@ -250,7 +255,7 @@ export class InboundService {
   /** The source behind a key for the informational GET: same 404s and limit as a POST. */
   async describeSource(call: InboundCall): Promise<CachedSource> {
     const source = await this.resolveSource(call, this.registry.get(call.request).clientIp)
-    await enforceRateLimit(this.ctx, call.request, call.headers, [
+    await enforceRateLimit(this.ctx, this.registry, call.request, call.headers, [
       platformRule(this.ctx),
       keyRule(call.keyDigest!),
     ])
@@ -264,10 +269,10 @@ export class InboundService {
   async resolveSource(call: InboundCall, clientIp: string): Promise<CachedSource> {
     const wellFormed = isWellFormedSecret('source_key', call.apiKey)
     if (wellFormed) call.keyDigest = digestSecret(call.apiKey)
-    const source = call.keyDigest ? await sourceCache(this.ctx).findByKeyDigest(call.keyDigest) : null
+    const source = call.keyDigest ? await this.sources.findByKeyDigest(call.keyDigest) : null
     Object.assign(call.headers, corsHeaders(source, call.request.headers.get('origin')))
     if (source?.enabled) return source
-    await enforceRateLimit(this.ctx, call.request, call.headers, [
+    await enforceRateLimit(this.ctx, this.registry, call.request, call.headers, [
       platformRule(this.ctx),
       { bucket: 'inbound_invalid', key: clientIp, limit: INVALID_KEY_LIMIT_PER_MIN, windowMs: WINDOW_MS },
     ])
@@ -391,5 +396,3 @@ export function corsHeaders(source: CachedSource | null, origin: string | null):
     'access-control-expose-headers': EXPOSED_HEADERS,
   }
 }
-
-export const inboundService = perContext((ctx: AppContext) => new InboundService(ctx))

@@ -7,7 +7,6 @@ import { csvRow } from '../../lib/csv'
 import { creationPosition, decodeCursor, pageOf } from '../../lib/cursor'
 import { AppError, describeError, errors, type ValidationDetail } from '../../lib/errors'
 import { isUuid } from '../../lib/ids'
-import { perContext } from '../../lib/memo'
 import { DEFAULT_PAGE_SIZE } from '../../lib/schemas'
 import {
   CUSTOM_FIELDS_MAX_BYTES,
@@ -238,5 +237,3 @@ function checkCustomFields(fields: Record<string, unknown>): ValidationDetail[] 
 function notFound() {
   return errors.notFound('lead')
 }
-
-export const leadsService = perContext((ctx: AppContext) => new LeadsService(ctx))

@@ -2,8 +2,8 @@ import { and, eq, gt, isNull, lte, sql } from 'drizzle-orm'
 import type { AppContext } from '../../context'
 import { personalAccessTokens, users, webhookEndpoints, webhookSources } from '../../db/schema'
 import { newId } from '../../lib/ids'
-import { deliveryLogsService } from '../delivery-logs/service'
-import { webhookEndpointsService } from './service'
+import type { DeliveryLogsService } from '../delivery-logs/service'
+import type { WebhookEndpointsService } from './service'
 
 /** `pat.expiring` is sent this long before a token expires. */
 export const PAT_EXPIRY_NOTICE_MS = 7 * 24 * 3600_000
@@ -13,7 +13,7 @@ export const PAT_EXPIRY_NOTICE_MS = 7 * 24 * 3600_000
  * is claimed first (one UPDATE, so of several replicas only one announces a token), then written as
  * an event for the organization's subscribed endpoints. Returns how many tokens were announced.
  */
-export async function announceExpiringTokens(ctx: AppContext): Promise<number> {
+export async function announceExpiringTokens(ctx: AppContext, service: WebhookEndpointsService): Promise<number> {
   const now = ctx.clock.now()
   const claimed = await ctx.db
     .update(personalAccessTokens)
@@ -33,7 +33,6 @@ export async function announceExpiringTokens(ctx: AppContext): Promise<number> {
       userId: personalAccessTokens.userId,
       expiresAt: personalAccessTokens.expiresAt,
     })
-  const service = webhookEndpointsService(ctx)
   for (const token of claimed) {
     const [owner] = await ctx.db.select({ email: users.email }).from(users).where(eq(users.id, token.userId))
     await service.enqueue({
@@ -60,6 +59,7 @@ export async function announceExpiringTokens(ctx: AppContext): Promise<number> {
  */
 export async function announceSourceStatusChanges(
   ctx: AppContext,
+  { health, service }: { health: DeliveryLogsService; service: WebhookEndpointsService },
   options: { shouldStop?: () => boolean } = {},
 ): Promise<number> {
   const watched = await ctx.db
@@ -79,8 +79,6 @@ export async function announceSourceStatusChanges(
         sql`(${webhookEndpoints.sourceIds} = '[]'::jsonb or ${webhookEndpoints.sourceIds} ? ${webhookSources.id}::text)`,
       ),
     )
-  const health = deliveryLogsService(ctx)
-  const service = webhookEndpointsService(ctx)
   let announced = 0
   for (const source of watched) {
     if (options.shouldStop?.()) break

@@ -1,5 +1,4 @@
 import type { AppContext } from '../../context'
-import { perContext } from '../../lib/memo'
 
 /**
  * Wakes this replica's delivery worker when it wrote something due, so an event goes out at once
@@ -21,5 +20,3 @@ export class DeliverySignal {
     for (const listener of this.listeners) listener()
   }
 }
-
-export const deliverySignal = perContext((_ctx: AppContext) => new DeliverySignal())

@@ -2,11 +2,10 @@ import { Webhook } from 'standardwebhooks'
 import type { AppContext } from '../../context'
 import { AppError } from '../../lib/errors'
 import { newId } from '../../lib/ids'
-import { perContext } from '../../lib/memo'
 import { parseOutboundUrl, resolveOutboundTarget } from '../../lib/outbound-url'
 import { type AttemptOutcome, type ClaimedDelivery, DeliveryQueueRepository } from './repository'
-import { webhookEndpointsService } from './service'
-import { deliverySignal } from './signal'
+import type { WebhookEndpointsService } from './service'
+import type { DeliverySignal } from './signal'
 
 /** Waits after the 1st, 2nd… failed attempt; after the last one the message is `failed`. */
 export const RETRY_SCHEDULE_MS = [
@@ -56,17 +55,22 @@ export class DeliveryWorker {
   private stopped = false
   private started = false
 
-  constructor(private readonly ctx: AppContext) {
+  constructor(
+    private readonly ctx: AppContext,
+    private readonly deps: { signal: DeliverySignal; endpoints: WebhookEndpointsService },
+  ) {
     this.queue = new DeliveryQueueRepository(ctx)
     this.results = new ResultBuffer(this.queue)
   }
 
-  /** In-process wake-ups and the shutdown hook; the poll is a periodic job (webhookJobs). */
+  /**
+   * In-process wake-ups; the poll is a periodic job (webhookJobs). Started and stopped with the
+   * rest of the background work (src/jobs.ts).
+   */
   start(): void {
     if (this.started) return
     this.started = true
-    deliverySignal(this.ctx).subscribe(() => this.wake())
-    this.ctx.onClose(() => this.stop(this.ctx.config.shutdownTimeoutMs))
+    this.deps.signal.subscribe(() => this.wake())
     this.wake()
   }
 
@@ -272,7 +276,7 @@ export class DeliveryWorker {
       endpoint_id: disabled.id,
       organization_id: disabled.organizationId,
     })
-    await webhookEndpointsService(this.ctx).enqueue({
+    await this.deps.endpoints.enqueue({
       id: newId(),
       organizationId: disabled.organizationId,
       type: 'endpoint.disabled',
@@ -405,5 +409,3 @@ class ResultBuffer {
     }
   }
 }
-
-export const deliveryWorker = perContext((ctx: AppContext) => new DeliveryWorker(ctx))

@@ -1,0 +1,68 @@
+import type { AppContext } from './context'
+import { registerWriteBehindBuffers } from './jobs'
+import { RequestRegistry } from './lib/http'
+import { InputGuard } from './lib/input-guard'
+import { CredentialResolver } from './modules/auth/credentials'
+import { IdentityService } from './modules/auth/service'
+import { DashboardService } from './modules/dashboard/service'
+import { DeliveryLogsService } from './modules/delivery-logs/service'
+import { InboundService } from './modules/inbound/service'
+import { LeadsService } from './modules/leads/service'
+import { MembersService } from './modules/members/service'
+import { PatService } from './modules/pat/service'
+import { SourcesService } from './modules/sources/service'
+import { SourceCache } from './modules/sources/source-cache'
+import { WebhookEndpointsService } from './modules/webhook-endpoints/service'
+import { DeliverySignal } from './modules/webhook-endpoints/signal'
+import { DeliveryWorker } from './modules/webhook-endpoints/worker'
+
+/**
+ * Every service of one replica, built once and handed to what needs it: createApp's modules and
+ * plugins, the background work of src/jobs.ts, and tests (makeTestApp returns them). The
+ * dependencies between services are the constructor arguments below, nothing is looked up. One
+ * set per context: two sets would mean two source caches, two delivery workers and two
+ * write-behind buffers for one database.
+ */
+export function buildServices(ctx: AppContext) {
+  // Per-request state (request id, client IP, rate-limit headers) shared by the plugins and the
+  // inbound route, which reads the client IP and records its own limit headers.
+  const requests = new RequestRegistry(ctx.config.trustProxy)
+  const inputGuard = new InputGuard()
+  const credentials = new CredentialResolver(ctx)
+  // In-process wake-ups of this replica's delivery worker by whoever queued an event.
+  const deliverySignal = new DeliverySignal()
+  const sourceCache = new SourceCache(ctx)
+  const identity = new IdentityService(ctx)
+  const deliveryLogs = new DeliveryLogsService(ctx)
+  const leads = new LeadsService(ctx)
+  const pat = new PatService(ctx)
+  const members = new MembersService(ctx, identity)
+  const sources = new SourcesService(ctx, sourceCache)
+  const webhookEndpoints = new WebhookEndpointsService(ctx, deliverySignal)
+  const services = {
+    requests,
+    inputGuard,
+    credentials,
+    deliverySignal,
+    sourceCache,
+    identity,
+    deliveryLogs,
+    leads,
+    pat,
+    members,
+    sources,
+    webhookEndpoints,
+    deliveryWorker: new DeliveryWorker(ctx, { signal: deliverySignal, endpoints: webhookEndpoints }),
+    inbound: new InboundService(ctx, {
+      guard: inputGuard,
+      registry: requests,
+      sources: sourceCache,
+      signal: deliverySignal,
+    }),
+    dashboard: new DashboardService({ identity, deliveryLogs, leads, members, pat, sources }),
+  }
+  registerWriteBehindBuffers(ctx, services)
+  return services
+}
+
+export type Services = ReturnType<typeof buildServices>
