@@ -17,7 +17,6 @@ export interface AuthRequirement {
   sessionOnly?: boolean
 }
 
-
 const MISSING_CREDENTIAL_MESSAGE =
   'authentication required: send a session token or PAT as "Authorization: Bearer <token>", or a PAT as "X-API-Key: <token>"'
 

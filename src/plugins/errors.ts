@@ -1,8 +1,8 @@
 import { Elysia } from 'elysia'
 import type { AppContext } from '../context'
 import { AppError, describeDatabaseError, describeError, errors } from '../lib/errors'
-import { describeValidationIssues, type ValidationIssue } from '../lib/validation-messages'
 import type { RequestRegistry } from '../lib/http'
+import { describeValidationIssues, type ValidationIssue } from '../lib/validation-messages'
 
 interface ValidationLike {
   all?: ValidationIssue[]

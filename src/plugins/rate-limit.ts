@@ -1,9 +1,9 @@
 import { Elysia } from 'elysia'
 import type { AppContext } from '../context'
 import { AppError } from '../lib/errors'
+import type { RequestRegistry } from '../lib/http'
 import { isDashboardPath, isProbePath, requestPath } from '../lib/http'
 import { type RateLimitResult, type RateLimitRule, retryAfterSeconds } from '../lib/rate-limit'
-import type { RequestRegistry } from '../lib/http'
 import type { CredentialResolver } from '../modules/auth/credentials'
 
 export const WINDOW_MS = 60_000
@@ -140,7 +140,11 @@ export async function enforceRateLimit(
  */
 export function rateLimitPlugin(
   ctx: AppContext,
-  { registry, resolver, routes }: { registry: RequestRegistry; resolver: CredentialResolver; routes: RouteTemplates },
+  {
+    registry,
+    resolver,
+    routes,
+  }: { registry: RequestRegistry; resolver: CredentialResolver; routes: RouteTemplates },
 ) {
   return new Elysia({ name: 'rate-limit' }).onRequest(async ({ request, set }) => {
     const path = requestPath(request)

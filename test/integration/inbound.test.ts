@@ -5,8 +5,6 @@ import { deliveryLogs, leads, webhookSources } from '../../src/db/schema'
 import { FakeClock } from '../../src/lib/clock'
 import { generateSecret } from '../../src/lib/secrets'
 import { SourceGoneError } from '../../src/modules/inbound/repository'
-import { inboundService } from '../../src/modules/inbound/service'
-import { announceSourceChange } from '../../src/modules/sources/source-cache'
 import { uniqueEmail } from '../helpers/emails'
 import { createOrganization, createSource } from '../helpers/factories'
 import { makeTestApp, request } from '../helpers/test-app'
@@ -14,10 +12,10 @@ import { makeTestApp, request } from '../helpers/test-app'
 type App = Awaited<ReturnType<typeof makeTestApp>>['app']
 
 async function setup(sourceOptions: Parameters<typeof createSource>[2] = {}, appOptions = {}) {
-  const { app, ctx } = await makeTestApp(appOptions)
+  const { app, ctx, services } = await makeTestApp(appOptions)
   const organization = await createOrganization(ctx)
   const { source, apiKey } = await createSource(ctx, organization.id, sourceOptions)
-  return { app, ctx, organization, source, apiKey }
+  return { app, ctx, services, organization, source, apiKey }
 }
 
 const post = (app: App, apiKey: string, json: unknown, headers: Record<string, string> = {}) =>
@@ -183,8 +181,8 @@ describe('POST /api/webhook/lead/{api_key}: outcomes', () => {
   })
 
   test('leads queued in the same turn are written by one statement (group commit)', async () => {
-    const { ctx, organization, source } = await setup()
-    const repository = inboundService(ctx).repository
+    const { ctx, services, organization, source } = await setup()
+    const repository = services.inbound.repository
     const before = { ...repository.stats }
     const results = await Promise.all(
       Array.from({ length: 10 }, () => repository.ingest(source, leadWithEmail(email()), requestFacts())),
@@ -200,8 +198,8 @@ describe('POST /api/webhook/lead/{api_key}: outcomes', () => {
   })
 
   test('submissions of one person queued in the same turn go in different groups: 1 created, 1 updated', async () => {
-    const { ctx, organization, source } = await setup()
-    const repository = inboundService(ctx).repository
+    const { ctx, services, organization, source } = await setup()
+    const repository = services.inbound.repository
     const before = { ...repository.stats }
     const address = email()
     const phone = { ...leadWithEmail(email()), phoneRaw: '+44 20 7946 0001', phoneE164: '+442079460001' }
@@ -232,8 +230,8 @@ describe('POST /api/webhook/lead/{api_key}: outcomes', () => {
   })
 
   test('one group: submissions that reach one lead by e-mail and by phone are both merged into it', async () => {
-    const { ctx, organization, source } = await setup()
-    const repository = inboundService(ctx).repository
+    const { ctx, services, organization, source } = await setup()
+    const repository = services.inbound.repository
     const address = email()
     const [first] = await Promise.all([
       repository.ingest(
@@ -325,14 +323,14 @@ describe('POST /api/webhook/lead/{api_key}: outcomes', () => {
   })
 
   test('a source deleted after the request found it: its lead is refused (404), the rest of its group is stored', async () => {
-    const { app, ctx, organization, source, apiKey } = await setup()
+    const { app, ctx, services, organization, source, apiKey } = await setup()
     const doomed = await createSource(ctx, organization.id)
     // Warm the cache, then delete the source behind its back (no announcement reaches the cache).
     expect((await post(app, doomed.apiKey, { email: email() })).status).toBe(200)
     await ctx.database.query('delete from webhook_sources where id = $1', [doomed.source.id])
 
     // Leads queued in the same turn form one group; the one for the deleted source gets no row back.
-    const repository = inboundService(ctx).repository
+    const repository = services.inbound.repository
     const fallbacksBefore = repository.stats.groupFallbacks
     const addresses = Array.from({ length: 5 }, () => email())
     const results = await Promise.allSettled(
@@ -364,7 +362,7 @@ describe('POST /api/webhook/lead/{api_key}: outcomes', () => {
   })
 
   test('a rejection logged for a source deleted meanwhile is dropped, not left without its source', async () => {
-    const { ctx, organization } = await setup()
+    const { ctx, services, organization } = await setup()
     const doomed = await createSource(ctx, organization.id)
     const kept = await createSource(ctx, organization.id)
     await ctx.database.query('delete from webhook_sources where id = $1', [doomed.source.id])
@@ -379,7 +377,7 @@ describe('POST /api/webhook/lead/{api_key}: outcomes', () => {
       spamReasons: [],
       repeatCount: 3,
     })
-    await inboundService(ctx).repository.insertLogs([entry(doomed.source.id), entry(kept.source.id)])
+    await services.inbound.repository.insertLogs([entry(doomed.source.id), entry(kept.source.id)])
     expect(await logsOf(ctx, doomed.source.id)).toEqual([])
     const [log] = await logsOf(ctx, kept.source.id)
     expect(log).toMatchObject({
@@ -499,12 +497,12 @@ describe('POST /api/webhook/lead/{api_key}: refusals', () => {
 
   test('last_request_at is recorded off the request path and never moves back', async () => {
     const clock = new FakeClock(Date.UTC(2026, 5, 1, 12, 0, 0))
-    const { app, ctx, source, apiKey } = await setup({}, { clock })
+    const { app, ctx, services, source, apiKey } = await setup({}, { clock })
     expect((await post(app, apiKey, { email: email() })).status).toBe(200)
     clock.advance(1500)
     // A refused request is a request too.
     expect((await post(app, apiKey, [1])).status).toBe(400)
-    const recorder = inboundService(ctx).lastRequests
+    const recorder = services.inbound.lastRequests
     await recorder.flush()
     const read = async () =>
       (await ctx.db.select().from(webhookSources).where(eq(webhookSources.id, source.id)))[0]!.lastRequestAt
@@ -516,10 +514,10 @@ describe('POST /api/webhook/lead/{api_key}: refusals', () => {
   })
 
   test('disabling a source takes effect at once, also when it is cached', async () => {
-    const { app, ctx, source, apiKey } = await setup()
+    const { app, ctx, services, source, apiKey } = await setup()
     expect((await post(app, apiKey, { email: email() })).status).toBe(200)
     await ctx.database.query('update webhook_sources set enabled = false where id = $1', [source.id])
-    await announceSourceChange(ctx, source.id)
+    await services.sourceCache.announceChange(source.id)
     expect((await post(app, apiKey, { email: email() })).status).toBe(404)
   })
 
@@ -645,7 +643,7 @@ describe('POST /api/webhook/lead/{api_key}: refusals', () => {
 
   test('the 61st request in a minute on one key is a 429 while another key still passes', async () => {
     const clock = new FakeClock()
-    const { app, ctx, organization, source, apiKey } = await setup({}, { clock })
+    const { app, ctx, services, organization, source, apiKey } = await setup({}, { clock })
     const other = await createSource(ctx, organization.id)
     for (let index = 0; index < 60; index++) {
       const response = await post(app, apiKey, { email: email() })
@@ -669,7 +667,7 @@ describe('POST /api/webhook/lead/{api_key}: refusals', () => {
     // A flood of 429s is aggregated into one row that counts them.
     for (let index = 0; index < 99; index++)
       expect((await post(app, apiKey, { email: email() })).status).toBe(429)
-    await inboundService(ctx).rejections.flush()
+    await services.inbound.rejections.flush()
     const throttled = (await logsOf(ctx, source.id)).filter((log) => log.httpStatus === 429)
     expect(throttled).toHaveLength(1)
     expect(throttled[0]).toMatchObject({ outcome: 'rejected', reason: 'rate_limited', repeatCount: 100 })

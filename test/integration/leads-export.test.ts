@@ -2,7 +2,7 @@ import { beforeAll, describe, expect, test } from 'bun:test'
 import { leads } from '../../src/db/schema'
 import { newId } from '../../src/lib/ids'
 import { LEAD_CSV_COLUMNS } from '../../src/modules/leads/model'
-import { CSV_EXPORT_BATCH_ROWS, leadsService } from '../../src/modules/leads/service'
+import { CSV_EXPORT_BATCH_ROWS } from '../../src/modules/leads/service'
 import { runCommonRouteTests } from '../helpers/common-route-tests'
 import { csvRecords, parseCsv } from '../helpers/csv'
 import { createLead, createSession, createSignedInUser, createSource, createUser } from '../helpers/factories'
@@ -203,7 +203,7 @@ describe('GET /api/v2/leads/export.csv', () => {
   })
 
   test('the stream pulls a page from the database only when the client has read the previous one', async () => {
-    const { app, ctx, token, organization } = await makeSignedInApp()
+    const { app, ctx, services, token, organization } = await makeSignedInApp()
     const pages = 6
     for (let page = 0; page < pages; page++) {
       await ctx.db.insert(leads).values(
@@ -219,9 +219,8 @@ describe('GET /api/v2/leads/export.csv', () => {
       )
     }
     // Counts the service's page queries (the repository is the service's own, built per context).
-    const repository = (
-      leadsService(ctx) as unknown as { repository: { list: (...args: never[]) => unknown } }
-    ).repository
+    const repository = (services.leads as unknown as { repository: { list: (...args: never[]) => unknown } })
+      .repository
     const list = repository.list.bind(repository)
     let queries = 0
     repository.list = (...args: never[]) => {

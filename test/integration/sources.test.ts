@@ -5,7 +5,6 @@ import { deliveryLogs, leads, webhookSources } from '../../src/db/schema'
 import { FakeClock } from '../../src/lib/clock'
 import { newId } from '../../src/lib/ids'
 import { digestSecret, isWellFormedSecret } from '../../src/lib/secrets'
-import { sourceCache } from '../../src/modules/sources/source-cache'
 import { runCommonRouteTests } from '../helpers/common-route-tests'
 import { uniqueEmail } from '../helpers/emails'
 import { createPat, createSession, createSignedInUser, createSource, createUser } from '../helpers/factories'
@@ -124,7 +123,7 @@ async function within(milliseconds: number, check: () => Promise<boolean>): Prom
 
 describe('POST /api/webhook/sources', () => {
   test('201: the record plus api_key and webhook_url; only the digest and the last 4 are stored', async () => {
-    const { app, ctx, token, organization } = await setup()
+    const { app, ctx, services, token, organization } = await setup()
     const response = await call(app, token, 'POST', BASE, { name: '  Contact form  ' })
     expect(response.status).toBe(201)
     expectJsonHeaders(response)
@@ -151,7 +150,7 @@ describe('POST /api/webhook/sources', () => {
     expect(row!.keyDigest).toBe(digestSecret(body.api_key))
     expect(JSON.stringify(row)).not.toContain(body.api_key)
     // The new key works on the inbound path at once.
-    expect((await sourceCache(ctx).findByKeyDigest(digestSecret(body.api_key)))?.id).toBe(body.id)
+    expect((await services.sourceCache.findByKeyDigest(digestSecret(body.api_key)))?.id).toBe(body.id)
   })
 
   test('accepts IPv4, IPv6, CIDRs of both, hostnames, *.example.com, a mapping and a country', async () => {
@@ -394,18 +393,18 @@ describe('GET/PATCH/DELETE /api/webhook/sources/{id}', () => {
   })
 
   test('disabling reaches a second replica through NOTIFY within 1 s; enabling brings the key back', async () => {
-    const { app, ctx, token } = await setup()
+    const { app, services, token } = await setup()
     const replica = await makeTestApp()
     const created = await createViaApi(app, token)
     const digest = digestSecret(created.api_key)
     // Warm the second replica's cache so only an announcement can change what it answers.
-    expect((await sourceCache(replica.ctx).findByKeyDigest(digest))?.enabled).toBe(true)
+    expect((await replica.services.sourceCache.findByKeyDigest(digest))?.enabled).toBe(true)
     const started = performance.now()
     const response = await call(app, token, 'PATCH', `${BASE}/${created.id}`, { enabled: false })
     expect(response.status).toBe(200)
     expect((await response.json()).enabled).toBe(false)
     const disabledInTime = await within(1000, async () => {
-      return (await sourceCache(replica.ctx).findByKeyDigest(digest))?.enabled === false
+      return (await replica.services.sourceCache.findByKeyDigest(digest))?.enabled === false
     })
     expect(disabledInTime).toBe(true)
     expect(performance.now() - started).toBeLessThan(1100)
@@ -413,32 +412,32 @@ describe('GET/PATCH/DELETE /api/webhook/sources/{id}', () => {
       request('POST', `/api/webhook/lead/${created.api_key}`, { json: { email: 'a@example.com' } }),
     )
     expect(inbound.status).toBe(404)
-    expect((await sourceCache(ctx).findByKeyDigest(digest))?.enabled).toBe(false)
+    expect((await services.sourceCache.findByKeyDigest(digest))?.enabled).toBe(false)
 
     await call(app, token, 'PATCH', `${BASE}/${created.id}`, { enabled: true })
     expect(
       await within(
         1000,
-        async () => (await sourceCache(replica.ctx).findByKeyDigest(digest))?.enabled === true,
+        async () => (await replica.services.sourceCache.findByKeyDigest(digest))?.enabled === true,
       ),
     ).toBe(true)
   })
 
   test('DELETE → 204 with no body; the key stops on every replica; a second DELETE is 404', async () => {
-    const { app, ctx, token } = await setup()
+    const { app, services, token } = await setup()
     const replica = await makeTestApp()
     const created = await createViaApi(app, token)
     const digest = digestSecret(created.api_key)
-    expect(await sourceCache(replica.ctx).findByKeyDigest(digest)).not.toBeNull()
+    expect(await replica.services.sourceCache.findByKeyDigest(digest)).not.toBeNull()
     const response = await call(app, token, 'DELETE', `${BASE}/${created.id}`)
     expect(response.status).toBe(204)
     expect(response.headers.get('x-request-id')).toBeTruthy()
     expect(response.headers.get('x-ratelimit-limit')).toMatch(/^\d+$/)
     expect(await response.text()).toBe('')
     expect(
-      await within(1000, async () => (await sourceCache(replica.ctx).findByKeyDigest(digest)) === null),
+      await within(1000, async () => (await replica.services.sourceCache.findByKeyDigest(digest)) === null),
     ).toBe(true)
-    expect(await sourceCache(ctx).findByKeyDigest(digest)).toBeNull()
+    expect(await services.sourceCache.findByKeyDigest(digest)).toBeNull()
     expect((await call(app, token, 'GET', `${BASE}/${created.id}`)).status).toBe(404)
     const again = await call(app, token, 'DELETE', `${BASE}/${created.id}`)
     expect(again.status).toBe(404)
@@ -541,11 +540,11 @@ describe('deleting a source or an organization', () => {
 describe('POST /api/webhook/sources/{id}/regenerate-key', () => {
   test('a new key once; the old digest stops resolving at once, here and on another replica', async () => {
     const clock = new FakeClock()
-    const { app, ctx, token } = await setup({ clock })
+    const { app, ctx, services, token } = await setup({ clock })
     const replica = await makeTestApp({ clock })
     const created = await createViaApi(app, token)
     const oldDigest = digestSecret(created.api_key)
-    expect((await sourceCache(replica.ctx).findByKeyDigest(oldDigest))?.id).toBe(created.id)
+    expect((await replica.services.sourceCache.findByKeyDigest(oldDigest))?.id).toBe(created.id)
     clock.advance(1000)
     // No body at all: grace_seconds is optional.
     const response = await app.handle(request('POST', `${BASE}/${created.id}/regenerate-key`, { token }))
@@ -561,10 +560,13 @@ describe('POST /api/webhook/sources/{id}/regenerate-key', () => {
     expect(body.key_rotated_at).toBe(new Date(clock.now()).toISOString())
     expect(body.updated_at).toBe(body.key_rotated_at)
 
-    expect(await sourceCache(ctx).findByKeyDigest(oldDigest)).toBeNull()
-    expect((await sourceCache(ctx).findByKeyDigest(digestSecret(body.api_key)))?.id).toBe(created.id)
+    expect(await services.sourceCache.findByKeyDigest(oldDigest)).toBeNull()
+    expect((await services.sourceCache.findByKeyDigest(digestSecret(body.api_key)))?.id).toBe(created.id)
     expect(
-      await within(1000, async () => (await sourceCache(replica.ctx).findByKeyDigest(oldDigest)) === null),
+      await within(
+        1000,
+        async () => (await replica.services.sourceCache.findByKeyDigest(oldDigest)) === null,
+      ),
     ).toBe(true)
     const [row] = await ctx.db.select().from(webhookSources).where(eq(webhookSources.id, created.id))
     expect(row).toMatchObject({ keyDigest: digestSecret(body.api_key), previousKeyDigest: null })
@@ -579,7 +581,7 @@ describe('POST /api/webhook/sources/{id}/regenerate-key', () => {
 
   test('with grace_seconds the old key resolves until the window ends, by the context clock', async () => {
     const clock = new FakeClock()
-    const { app, ctx, token } = await setup({ clock })
+    const { app, services, token } = await setup({ clock })
     const created = await createViaApi(app, token)
     const oldDigest = digestSecret(created.api_key)
     const response = await call(app, token, 'POST', `${BASE}/${created.id}/regenerate-key`, {
@@ -588,22 +590,22 @@ describe('POST /api/webhook/sources/{id}/regenerate-key', () => {
     expect(response.status).toBe(200)
     const body = await response.json()
     const newDigest = digestSecret(body.api_key)
-    const cache = sourceCache(ctx)
+    const cache = services.sourceCache
     expect((await cache.findByKeyDigest(oldDigest))?.id).toBe(created.id)
     expect((await cache.findByKeyDigest(newDigest))?.id).toBe(created.id)
     clock.advance(59_000)
     expect((await cache.findByKeyDigest(oldDigest))?.id).toBe(created.id)
     // A fresh replica reads the row from the database: the SQL check uses the same clock.
     const replica = await makeTestApp({ clock })
-    expect((await sourceCache(replica.ctx).findByKeyDigest(oldDigest))?.id).toBe(created.id)
+    expect((await replica.services.sourceCache.findByKeyDigest(oldDigest))?.id).toBe(created.id)
     clock.advance(1000)
     expect(await cache.findByKeyDigest(oldDigest)).toBeNull()
-    expect(await sourceCache(replica.ctx).findByKeyDigest(oldDigest)).toBeNull()
+    expect(await replica.services.sourceCache.findByKeyDigest(oldDigest)).toBeNull()
     expect((await cache.findByKeyDigest(newDigest))?.id).toBe(created.id)
   })
 
   test('a second regeneration ends the first grace window at once', async () => {
-    const { app, ctx, token } = await setup()
+    const { app, services, token } = await setup()
     const created = await createViaApi(app, token)
     const first = await (
       await call(app, token, 'POST', `${BASE}/${created.id}/regenerate-key`, { grace_seconds: 3600 })
@@ -611,7 +613,7 @@ describe('POST /api/webhook/sources/{id}/regenerate-key', () => {
     const second = await (
       await call(app, token, 'POST', `${BASE}/${created.id}/regenerate-key`, { grace_seconds: 3600 })
     ).json()
-    const cache = sourceCache(ctx)
+    const cache = services.sourceCache
     expect(await cache.findByKeyDigest(digestSecret(created.api_key))).toBeNull()
     expect((await cache.findByKeyDigest(digestSecret(first.api_key)))?.id).toBe(created.id)
     expect((await cache.findByKeyDigest(digestSecret(second.api_key)))?.id).toBe(created.id)

@@ -135,6 +135,10 @@ export function dashboardModule(
   const { config } = ctx
   // Read from disk on the first asset request, then served from memory.
   let assets: Promise<Map<string, Asset>> | undefined
+  const loadedAssets = () => {
+    assets ??= loadAssets()
+    return assets
+  }
 
   /** The tokens page with the caller's live tokens; `mayCreate` follows the create permission. */
   async function renderTokensPage(
@@ -165,7 +169,7 @@ export function dashboardModule(
     .get(
       '/assets/:file',
       async ({ params, request, set, status }) => {
-        const asset: Asset | undefined = (await (assets ??= loadAssets())).get(params.file)
+        const asset: Asset | undefined = (await loadedAssets()).get(params.file)
         if (!asset) return status(404, renderErrorPage(404, 'no such file'))
         const headers = {
           ...(set.headers as Record<string, string>),

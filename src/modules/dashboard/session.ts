@@ -4,7 +4,12 @@ import type { AppContext } from '../../context'
 import { AppError } from '../../lib/errors'
 import { cookieValue } from '../../lib/http'
 import { type AuthRequirement, authorize } from '../../plugins/auth'
-import { type CredentialResolver, type Principal, SESSION_ABSOLUTE_MS, SESSION_COOKIE } from '../auth/credentials'
+import {
+  type CredentialResolver,
+  type Principal,
+  SESSION_ABSOLUTE_MS,
+  SESSION_COOKIE,
+} from '../auth/credentials'
 import { renderErrorPage } from './views/layout'
 
 /**

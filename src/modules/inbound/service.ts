@@ -1,11 +1,11 @@
 import type { AppContext } from '../../context'
 import { AppError, errors } from '../../lib/errors'
+import type { RequestRegistry } from '../../lib/http'
 import { type InputGuard, PayloadTooLargeError } from '../../lib/input-guard'
 import { ipInRanges } from '../../lib/ip'
 import type { RateLimitRule } from '../../lib/rate-limit'
 import { digestSecret, isWellFormedSecret } from '../../lib/secrets'
 import { enforceRateLimit, platformRule, WINDOW_MS } from '../../plugins/rate-limit'
-import type { RequestRegistry } from '../../lib/http'
 import type { CachedSource, SourceCache } from '../sources/source-cache'
 import type { DeliverySignal } from '../webhook-endpoints/signal'
 import { bodyForLog, isJsonContentType, readLimitedBody } from './body'
@@ -81,7 +81,10 @@ export class InboundService {
     }
 
     try {
-      await enforceRateLimit(this.ctx, this.registry, request, headers, [platformRule(this.ctx), keyRule(call.keyDigest!)])
+      await enforceRateLimit(this.ctx, this.registry, request, headers, [
+        platformRule(this.ctx),
+        keyRule(call.keyDigest!),
+      ])
     } catch (error) {
       if (error instanceof AppError && error.status === 429) {
         this.rejections.add(facts({ httpStatus: 429, reason: 'rate_limited' }))

@@ -13,7 +13,10 @@ export const PAT_EXPIRY_NOTICE_MS = 7 * 24 * 3600_000
  * is claimed first (one UPDATE, so of several replicas only one announces a token), then written as
  * an event for the organization's subscribed endpoints. Returns how many tokens were announced.
  */
-export async function announceExpiringTokens(ctx: AppContext, service: WebhookEndpointsService): Promise<number> {
+export async function announceExpiringTokens(
+  ctx: AppContext,
+  service: WebhookEndpointsService,
+): Promise<number> {
   const now = ctx.clock.now()
   const claimed = await ctx.db
     .update(personalAccessTokens)

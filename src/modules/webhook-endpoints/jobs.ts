@@ -1,8 +1,8 @@
 import type { AppContext } from '../../context'
 import type { PeriodicJob } from '../../lib/periodic'
+import type { DeliveryLogsService } from '../delivery-logs/service'
 import { announceExpiringTokens, announceSourceStatusChanges } from './events'
 import { purgeExpiredMessages } from './retention'
-import type { DeliveryLogsService } from '../delivery-logs/service'
 import type { WebhookEndpointsService } from './service'
 import { type DeliveryWorker, POLL_INTERVAL_MS } from './worker'
 
@@ -16,7 +16,11 @@ const PAT_EXPIRY_INTERVAL_MS = 3_600_000
  */
 export function webhookJobs(
   ctx: AppContext,
-  services: { deliveryWorker: DeliveryWorker; deliveryLogs: DeliveryLogsService; webhookEndpoints: WebhookEndpointsService },
+  services: {
+    deliveryWorker: DeliveryWorker
+    deliveryLogs: DeliveryLogsService
+    webhookEndpoints: WebhookEndpointsService
+  },
 ): PeriodicJob[] {
   const { deliveryWorker: worker, deliveryLogs: health, webhookEndpoints: service } = services
   return [

@@ -1,5 +1,3 @@
-import type { AppContext } from '../../context'
-
 /**
  * Wakes this replica's delivery worker when it wrote something due, so an event goes out at once
  * rather than at the next poll: after an ingest group with events, and after the management API or a
