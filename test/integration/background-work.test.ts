@@ -1,8 +1,8 @@
 import { afterAll, describe, expect, test } from 'bun:test'
 import { eq } from 'drizzle-orm'
 import { webhookSources } from '../../src/db/schema'
-import { FakeClock } from '../../src/lib/clock'
 import { periodicJobs, startBackgroundWork, writeBehindBuffers } from '../../src/jobs'
+import { FakeClock } from '../../src/lib/clock'
 import { post } from '../helpers/delivery-traffic'
 import { uniqueEmail } from '../helpers/emails'
 import { createOrganization, createSource, createWebhookEndpoint } from '../helpers/factories'
@@ -54,7 +54,10 @@ describe('background work (src/jobs.ts)', () => {
     receivers.push(receiver)
     const organization = await createOrganization(ctx)
     const { apiKey } = await createSource(ctx, organization.id)
-    await createWebhookEndpoint(services, organization.id, { url: receiver.url, event_types: ['lead.created'] })
+    await createWebhookEndpoint(services, organization.id, {
+      url: receiver.url,
+      event_types: ['lead.created'],
+    })
     startBackgroundWork(ctx, services)
     try {
       expect((await post(app, apiKey, { email: uniqueEmail('worker') })).status).toBe(200)

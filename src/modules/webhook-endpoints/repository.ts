@@ -1,5 +1,6 @@
 import { and, count, desc, eq, inArray, lt, max, sql } from 'drizzle-orm'
 import type { AppContext } from '../../context'
+import { sqlRows } from '../../db/rows'
 import {
   webhookAttempts,
   webhookDeliveries,
@@ -245,40 +246,38 @@ export class WebhookEndpointsRepository {
    * deliveries queued.
    */
   async enqueue(event: NewEvent): Promise<number> {
-    const rows = await this.ctx.database.query<{ queued: number }>(ENQUEUE_SQL, [
-      event.id,
-      event.organizationId,
-      event.type,
-      JSON.stringify(event.data),
-      event.createdAt.toISOString(),
-      event.sourceId ?? null,
-      event.endpointId ?? null,
-      event.exceptEndpointId ?? null,
-    ])
+    const rows = await sqlRows<{ queued: number }>(this.ctx.db, ENQUEUE_SQL(event))
     return Number(rows[0]?.queued ?? 0)
   }
 }
 
 // The endpoint choice is the same rule as ingest_leads() applies to lead events (drizzle/functions/ingest_leads.sql):
 // enabled, the event type subscribed (empty: all), the source accepted (empty: all).
-const ENQUEUE_SQL = `
+const ENQUEUE_SQL = (e: NewEvent) => {
+  const data = JSON.stringify(e.data)
+  const createdAt = e.createdAt.toISOString()
+  const sourceId = e.sourceId ?? null
+  const endpointId = e.endpointId ?? null
+  const exceptEndpointId = e.exceptEndpointId ?? null
+  return sql`
 with targets as (
   select e.id from webhook_endpoints e
-  where e.organization_id = $2::uuid and e.enabled
-    and ($7::uuid is null or e.id = $7::uuid)
-    and ($8::uuid is null or e.id <> $8::uuid)
-    and ($7::uuid is not null or e.event_types = '[]'::jsonb or e.event_types ? $3::text)
-    and ($6::uuid is null or e.source_ids = '[]'::jsonb or e.source_ids ? $6::text)
+  where e.organization_id = ${e.organizationId}::uuid and e.enabled
+    and (${endpointId}::uuid is null or e.id = ${endpointId}::uuid)
+    and (${exceptEndpointId}::uuid is null or e.id <> ${exceptEndpointId}::uuid)
+    and (${endpointId}::uuid is not null or e.event_types = '[]'::jsonb or e.event_types ? ${e.type}::text)
+    and (${sourceId}::uuid is null or e.source_ids = '[]'::jsonb or e.source_ids ? ${sourceId}::text)
 ), message as (
   insert into webhook_messages (id, organization_id, event_type, payload, created_at)
-  select $1::uuid, $2::uuid, $3::text, $4::jsonb, $5::timestamptz where exists (select 1 from targets)
+  select ${e.id}::uuid, ${e.organizationId}::uuid, ${e.type}::text, ${data}::jsonb, ${createdAt}::timestamptz where exists (select 1 from targets)
   returning id
 ), queued as (
   insert into webhook_deliveries (message_id, endpoint_id, organization_id, event_type, next_attempt_at, created_at)
-  select m.id, t.id, $2::uuid, $3::text, $5::timestamptz, $5::timestamptz from message m cross join targets t
+  select m.id, t.id, ${e.organizationId}::uuid, ${e.type}::text, ${createdAt}::timestamptz, ${createdAt}::timestamptz from message m cross join targets t
   returning 1
 )
 select count(*)::int as queued from queued`
+}
 
 /** A delivery taken by a worker: what it needs to send one attempt. */
 export interface ClaimedDelivery {
@@ -294,6 +293,15 @@ export interface ClaimedDelivery {
   previous_secret_ciphertext: string | null
   previous_secret_expires_at: string | Date | null
   failing_since: string | Date | null
+}
+
+interface ClaimOptions {
+  now: Date
+  leaseUntil: Date
+  token: string
+  limit: number
+  perEndpoint: number
+  inFlight: Record<string, number>
 }
 
 /** How an attempt ended, as recorded. */
@@ -322,22 +330,8 @@ export class DeliveryQueueRepository {
    * in-flight cap minus what this worker already has in flight there, passed as JSON), oldest first
    * per endpoint. Claimed rows get the token and a lease (`next_attempt_at` = `leaseUntil`).
    */
-  async claim(options: {
-    now: Date
-    leaseUntil: Date
-    token: string
-    limit: number
-    perEndpoint: number
-    inFlight: Record<string, number>
-  }): Promise<ClaimedDelivery[]> {
-    return this.ctx.database.query<ClaimedDelivery>(CLAIM_SQL, [
-      options.now.toISOString(),
-      options.limit,
-      options.perEndpoint,
-      JSON.stringify(options.inFlight),
-      options.leaseUntil.toISOString(),
-      options.token,
-    ])
+  claim(options: ClaimOptions): Promise<ClaimedDelivery[]> {
+    return sqlRows<ClaimedDelivery>(this.ctx.db, CLAIM_SQL(options))
   }
 
   /**
@@ -360,20 +354,19 @@ export class DeliveryQueueRepository {
       error: outcome.error,
       succeeded: outcome.succeeded,
     }))
-    const rows = await this.ctx.database.query<{ endpoint_id: string; message_id: string }>(RECORD_SQL, [
-      JSON.stringify(items),
-    ])
+    const rows = await sqlRows<{ endpoint_id: string; message_id: string }>(
+      this.ctx.db,
+      RECORD_SQL(JSON.stringify(items)),
+    )
     return new Set(rows.map((row) => `${row.endpoint_id}:${row.message_id}`))
   }
 
   /** Gives claimed deliveries back untried (shutdown): due at once, the attempt not counted. */
   async release(token: string, now: Date): Promise<void> {
-    await this.ctx.database.query(
-      `update webhook_deliveries set next_attempt_at = $2::timestamptz, attempt_count = attempt_count - 1,
-         claim_token = null
-       where claim_token = $1::uuid and status = 'pending'`,
-      [token, now.toISOString()],
-    )
+    await this.ctx.db
+      .update(webhookDeliveries)
+      .set({ nextAttemptAt: now, attemptCount: sql`${webhookDeliveries.attemptCount} - 1`, claimToken: null })
+      .where(and(eq(webhookDeliveries.claimToken, token), eq(webhookDeliveries.status, 'pending')))
   }
 
   /**
@@ -386,22 +379,23 @@ export class DeliveryQueueRepository {
     failingBefore: Date,
     now: Date,
   ): Promise<{ id: string; organizationId: string; url: string; failingSince: Date } | null> {
-    const rows = await this.ctx.database.query<{
+    const rows = await sqlRows<{
       id: string
       organization_id: string
       url: string
       failing_since: string | Date
     }>(
-      `with disabled as (
-         update webhook_endpoints set enabled = false, disabled_reason = 'failing_for_5_days', updated_at = $3::timestamptz
-         where id = $1::uuid and enabled and failing_since <= $2::timestamptz
+      this.ctx.db,
+      sql`with disabled as (
+         update webhook_endpoints set enabled = false, disabled_reason = 'failing_for_5_days',
+           updated_at = ${now.toISOString()}::timestamptz
+         where id = ${endpointId}::uuid and enabled and failing_since <= ${failingBefore.toISOString()}::timestamptz
          returning id, organization_id, url, failing_since
        ), given_up as (
          update webhook_deliveries d set status = 'failed', claim_token = null
          from disabled where d.endpoint_id = disabled.id and d.status = 'pending'
        )
        select * from disabled`,
-      [endpointId, failingBefore.toISOString(), now.toISOString()],
     )
     const row = rows[0]
     return row
@@ -417,37 +411,42 @@ export class DeliveryQueueRepository {
 
 // Endpoints with something due, then per endpoint its oldest due rows up to its room. SKIP LOCKED:
 // rows another worker is claiming right now are left to it, never waited for.
-const CLAIM_SQL = `
+const CLAIM_SQL = (o: ClaimOptions) => {
+  const now = o.now.toISOString()
+  const inFlight = JSON.stringify(o.inFlight)
+  const leaseUntil = o.leaseUntil.toISOString()
+  return sql`
 with due_endpoints as (
-  select e.id, $3::int - coalesce(($4::jsonb ->> e.id::text)::int, 0) as room
+  select e.id, ${o.perEndpoint}::int - coalesce((${inFlight}::jsonb ->> e.id::text)::int, 0) as room
   from webhook_endpoints e
   where e.enabled and exists (
     select 1 from webhook_deliveries d
-    where d.endpoint_id = e.id and d.status = 'pending' and d.next_attempt_at <= $1::timestamptz)
+    where d.endpoint_id = e.id and d.status = 'pending' and d.next_attempt_at <= ${now}::timestamptz)
 ), chosen as (
   select x.endpoint_id, x.message_id from due_endpoints de
   cross join lateral (
     select d.endpoint_id, d.message_id from webhook_deliveries d
-    where d.endpoint_id = de.id and d.status = 'pending' and d.next_attempt_at <= $1::timestamptz
+    where d.endpoint_id = de.id and d.status = 'pending' and d.next_attempt_at <= ${now}::timestamptz
     order by d.next_attempt_at
     limit greatest(de.room, 0)
     for update skip locked
   ) x
-  limit $2::int
+  limit ${o.limit}::int
 )
 update webhook_deliveries d
-set next_attempt_at = $5::timestamptz, claim_token = $6::uuid, attempt_count = d.attempt_count + 1
+set next_attempt_at = ${leaseUntil}::timestamptz, claim_token = ${o.token}::uuid, attempt_count = d.attempt_count + 1
 from chosen c, webhook_messages m, webhook_endpoints e
 where d.endpoint_id = c.endpoint_id and d.message_id = c.message_id and m.id = d.message_id and e.id = d.endpoint_id
 returning d.endpoint_id, d.message_id, d.organization_id, d.event_type, d.attempt_count, m.payload,
   m.created_at as message_created_at, e.url, e.secret_ciphertext, e.previous_secret_ciphertext,
   e.previous_secret_expires_at, e.failing_since`
+}
 
 // The deliveries' new state, their attempts, and each endpoint's failure streak (started by its
 // first failure after its last success, ended by a success), only for claims still held.
-const RECORD_SQL = `
+const RECORD_SQL = (items: string) => sql`
 with input as (
-  select * from jsonb_to_recordset($1::jsonb) as x(endpoint_id uuid, message_id uuid, token uuid, status text,
+  select * from jsonb_to_recordset(${items}::jsonb) as x(endpoint_id uuid, message_id uuid, token uuid, status text,
     next_attempt_at timestamptz, attempted_at timestamptz, response_status smallint, attempt_id uuid,
     duration_ms real, response_body text, error text, succeeded boolean)
 ), delivery as (
