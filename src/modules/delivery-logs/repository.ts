@@ -10,7 +10,7 @@ import type { Outcome } from './model'
  * both halves of the health view bucket alike.
  */
 export const LATENCY_BUCKET_SQL = (column: string) =>
-  `least(greatest(ceil(8 * ln(greatest(${column}, 0.01)::float8) / ln(2::float8)), -53), 136)::int`
+  sql`least(greatest(ceil(8 * ln(greatest(${sql.identifier(column)}, 0.01)::float8) / ln(2::float8)), -53), 136)::int`
 
 /** Upper bound (ms) of a latency bucket. */
 export function bucketUpperBoundMs(bucket: number): number {
@@ -37,11 +37,11 @@ export interface LogRow {
 }
 
 // Casts keep the row shape identical on postgres.js and PGlite (no bigint/float4/Date surprises).
-const ENTRY_COLUMNS = sql.raw(`id::text AS id,
+const ENTRY_COLUMNS = sql`id::text AS id,
   to_char(received_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS received_at_text,
   method, http_status::int AS http_status, outcome, reason, lead_id::text AS lead_id, client_ip, origin,
   user_agent, body_bytes, body_truncated, spam_reasons, round(duration_ms::numeric, 2)::float8 AS duration_ms,
-  repeat_count`)
+  repeat_count`
 
 export interface LogFilter {
   sourceId: string
@@ -95,7 +95,7 @@ UNION ALL
 SELECT 'latency', NULL, NULL, NULL, NULL, bucket::int, requests::int
 FROM delivery_log_latency_hourly WHERE source_id = ${sourceId} AND hour >= ${from}::timestamptz AND hour < ${to}::timestamptz
 UNION ALL
-SELECT 'latency', NULL, NULL, NULL, NULL, ${sql.raw(LATENCY_BUCKET_SQL('duration_ms'))}, sum(repeat_count)::int
+SELECT 'latency', NULL, NULL, NULL, NULL, ${LATENCY_BUCKET_SQL('duration_ms')}, sum(repeat_count)::int
 FROM live WHERE http_status <> 429 GROUP BY 6`
 
 // The newest rows of any age: the status rules look at the latest requests.

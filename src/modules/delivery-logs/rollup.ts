@@ -44,7 +44,7 @@ WITH bounds AS (
   RETURNING source_id
 ), latency AS (
   INSERT INTO delivery_log_latency_hourly AS h (source_id, hour, bucket, requests)
-  SELECT source_id, hour, ${sql.raw(LATENCY_BUCKET_SQL('duration_ms'))}, sum(repeat_count) FROM fresh
+  SELECT source_id, hour, ${LATENCY_BUCKET_SQL('duration_ms')}, sum(repeat_count) FROM fresh
   WHERE http_status <> 429
   GROUP BY 1, 2, 3
   ON CONFLICT (source_id, hour, bucket) DO UPDATE SET requests = h.requests + excluded.requests
