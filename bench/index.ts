@@ -106,7 +106,7 @@ console.log(
   `ready after ${readyMs} ms (median of 5; all: ${readyTimes.map((time) => round(time, 0)).join(', ')})`,
 )
 
-const peakRssMb = Math.max(fixedRatePeakRssMb, ingest.best.service.peakRssMb)
+const peakRssMb = Math.max(fixedRatePeakRssMb, ingest.best.service!.peakRssMb)
 const summary = {
   date: new Date().toISOString(),
   machine: { cores: navigator.hardwareConcurrency, bun: Bun.version },

@@ -1,7 +1,12 @@
-import { writeFileSync } from 'node:fs'
+import { mkdtempSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { parseArgs } from 'node:util'
+import postgres from 'postgres'
+import { runToEnd } from '../test/helpers/process'
 import { provisionSources } from './provision'
 import {
+  addWebhookEndpoint,
   freshDatabase,
   log,
   medianBy,
@@ -9,6 +14,7 @@ import {
   ROOT,
   round,
   runWrk,
+  type SpawnOptions,
   spawnServer,
   spawnService,
   type WrkResult,
@@ -26,15 +32,38 @@ import {
  * waits on a Redis round trip and a group commit per request, leaves ~28% of them idle (measured
  * per process from /proc). So each process is warmed once and then driven at every level of
  * CONNECTION_LEVELS in turn; its throughput is the best level, and every level is kept and printed.
+ *
+ * More contenders join the same alternating rounds (docs/benchmarks.md, "Comparing variants"):
+ *   --service-variants default,bunsql,bunredis,both   the service once per client switch (or
+ *                                  `NAME=value+NAME=value` for any other environment)
+ *   --baseline <git rev>           that commit's service, from a temporary worktree
+ *   --endpoint                     one webhook endpoint (lead.created) with a loopback receiver
+ *                                  for every service contender; the variant `endpoint` instead
+ *                                  enables it for that contender only (the default service without
+ *                                  an endpoint and with one in the same rounds: issue [6]'s 10%)
+ *   --replicas N                   every contender as N processes on one port (SO_REUSEPORT)
+ *   --quick                        one level, one round, short runs: a check, not a measurement
  */
+const { values: cli } = parseArgs({
+  args: Bun.argv.slice(2),
+  options: {
+    'service-variants': { type: 'string' },
+    baseline: { type: 'string' },
+    endpoint: { type: 'boolean', default: false },
+    replicas: { type: 'string' },
+    quick: { type: 'boolean', default: false },
+  },
+  strict: true,
+})
+const QUICK = cli.quick === true
 const SOURCES = Number(process.env.BENCH_SOURCES ?? 10_000)
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 8)
+const SECONDS = Number(process.env.BENCH_SECONDS ?? (QUICK ? 3 : 8))
 // Long enough for a new process to reach steady state (JIT, pools, every source cached); both servers
 // get the same. One process's warm-up plus every level stays below the 60/min of any key: at
 // 8 s + 3 x 8 s and 10,000 keys, a key's 60th request in a minute would take ~19,000 req/s.
-const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 8)
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
-const CONNECTION_LEVELS = (process.env.BENCH_CONNECTIONS ?? '50,100,200')
+const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? (QUICK ? 3 : 8))
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? (QUICK ? 1 : 3))
+const CONNECTION_LEVELS = (process.env.BENCH_CONNECTIONS ?? (QUICK ? '100' : '50,100,200'))
   .split(',')
   .map((level) => Number(level.trim()))
   .filter((level) => Number.isInteger(level) && level > 0)
@@ -42,6 +71,37 @@ if (CONNECTION_LEVELS.length === 0)
   throw new Error('BENCH_CONNECTIONS: give one or more connection counts, e.g. 50,100,200')
 const THREADS = Number(process.env.BENCH_THREADS ?? 1)
 const POOL_SIZE = String(process.env.BENCH_POOL_SIZE ?? 10)
+const REPLICAS = Number(cli.replicas ?? 1)
+if (!Number.isInteger(REPLICAS) || REPLICAS < 1) throw new Error('--replicas: a whole number of 1 or more')
+/** Seals the benchmark endpoint's signing secret; the services get it as WEBHOOK_SECRETS_KEY. */
+const SECRETS_KEY = Buffer.alloc(32, 7).toString('base64')
+
+/** The client switches of issue [7] (src/config.ts), by the names `--service-variants` takes. */
+const SERVICE_VARIANTS: Record<string, Record<string, string>> = {
+  default: {},
+  bunsql: { DATABASE_DRIVER: 'bun-sql' },
+  bunredis: { REDIS_DRIVER: 'bun' },
+  both: { DATABASE_DRIVER: 'bun-sql', REDIS_DRIVER: 'bun' },
+  /** The default service with the benchmark's webhook endpoint enabled while it runs. */
+  endpoint: {},
+}
+/** Variants that run with the webhook endpoint enabled (the others run with it disabled). */
+const ENDPOINT_VARIANTS = new Set(['endpoint'])
+
+function variantEnv(name: string): Record<string, string> {
+  const known = SERVICE_VARIANTS[name]
+  if (known) return known
+  if (!name.includes('='))
+    throw new Error(
+      `--service-variants: ${name} is none of ${Object.keys(SERVICE_VARIANTS).join(', ')} nor NAME=value`,
+    )
+  return Object.fromEntries(
+    name.split('+').map((assignment) => {
+      const [key, ...value] = assignment.split('=')
+      return [key!, value.join('=')]
+    }),
+  )
+}
 
 export interface IngestFigures {
   requestsPerSecond: number
@@ -57,6 +117,10 @@ export interface IngestFigures {
 /** One process: its best level (the throughput) and every level it was driven at. */
 export interface IngestRun extends IngestFigures {
   levels: IngestFigures[]
+  /** 2xx answers over the warm-up and every level. */
+  answered: number
+  /** Counted after a service's run: leads stored, and with `--endpoint` deliveries received and left pending. */
+  extra?: Record<string, number>
 }
 
 async function measure(
@@ -64,13 +128,16 @@ async function measure(
   start: () => ReturnType<typeof spawnServer>,
   keysFile: string,
 ): Promise<IngestRun> {
+  // The tag starts every e-mail wrk sends: a label such as `service [bunsql]` would make them invalid
+  // (answered 200 as missing_contact, storing no lead), so only letters, digits and dashes.
+  const tagBase = label.replace(/[^A-Za-z0-9]+/g, '-')
   const server = await start()
   try {
     log(`${label}: warm-up ${WARMUP_SECONDS}s`)
-    await runWrk({
+    const warm = await runWrk({
       url: server.url,
       keysFile,
-      tag: `${label}-warm`,
+      tag: `${tagBase}-warm`,
       seconds: WARMUP_SECONDS,
       connections: CONNECTION_LEVELS[0]!,
       threads: THREADS,
@@ -81,7 +148,7 @@ async function measure(
       const result: WrkResult = await runWrk({
         url: server.url,
         keysFile,
-        tag: `${label}-${connections}-${Date.now()}`,
+        tag: `${tagBase}-${connections}-${Date.now()}`,
         seconds: SECONDS,
         connections,
         threads: THREADS,
@@ -93,7 +160,8 @@ async function measure(
     const counted = levels.filter((level) => level.non2xx === 0 && level.socketErrors === 0)
     if (counted.length === 0) throw new Error(`${label}: every level had errors or non-2xx answers`)
     const best = counted.reduce((a, b) => (b.requestsPerSecond > a.requestsPerSecond ? b : a))
-    return { ...best, peakRssMb: megabytes(server.peakRssBytes()), levels }
+    const answered = [warm, ...levels].reduce((sum, run) => sum + run.requests - run.non2xx, 0)
+    return { ...best, peakRssMb: megabytes(server.peakRssBytes()), levels, answered }
   } finally {
     await server.stop()
   }
@@ -114,71 +182,234 @@ export async function prepareBenchDatabase(): Promise<{
   return { databaseUrl, keysFile, keys }
 }
 
-/** The servers of the benchmark: the service and the two least-work handlers. */
-export const CONTENDERS = ['service', 'postgres.js handler', 'Bun.sql handler'] as const
-export type Contender = (typeof CONTENDERS)[number]
+/** The yardsticks every service contender is divided by. */
 const HANDLERS = ['postgres.js handler', 'Bun.sql handler'] as const
+export type Handler = (typeof HANDLERS)[number]
 
-/** The medians of one connection level over the rounds, for every server, and the service's ratios. */
-export interface IngestLevel {
-  connections: number
-  figures: Record<Contender, IngestFigures>
-  /** Service requests/s over each handler's, at this level. */
-  ratios: Record<(typeof HANDLERS)[number], number>
+/** One server of the benchmark: a service (a variant, a baseline commit) or a least-work handler. */
+export interface Contender {
+  name: string
+  kind: 'service' | 'handler'
+  /** A service that runs with the benchmark's webhook endpoint enabled. */
+  webhookEndpoint?: boolean
+  start(databaseUrl: string): ReturnType<typeof spawnServer>
 }
 
-function start(contender: Contender, databaseUrl: string): ReturnType<typeof spawnServer> {
-  const env = { DATABASE_URL: databaseUrl, DATABASE_POOL_SIZE: POOL_SIZE }
-  if (contender === 'service') return spawnService(env)
-  const driver = contender === 'Bun.sql handler' ? 'bun-sql' : 'postgres.js'
-  return spawnServer(['bun', 'bench/reference-server.ts'], { ...env, REFERENCE_DRIVER: driver }, '/')
+/** Everything a run of the benchmark varies, from the command line; the defaults are issue [7]'s method. */
+export interface IngestPlan {
+  contenders: Contender[]
+  /** Run before each service contender starts (the endpoint's outbox reset and enabled flag). */
+  beforeService?: (contender: Contender) => Promise<void>
+  /** Run after each service contender stops (the `--endpoint` delivery count). */
+  afterService?: () => Promise<Record<string, number>>
+}
+
+const spawnOptions = (cwd?: string): SpawnOptions => ({ cwd, replicas: REPLICAS })
+
+function serviceContender(
+  name: string,
+  env: Record<string, string>,
+  cwd?: string,
+  webhookEndpoint = false,
+): Contender {
+  return {
+    name,
+    kind: 'service',
+    webhookEndpoint,
+    start: (databaseUrl) =>
+      spawnService({ DATABASE_URL: databaseUrl, DATABASE_POOL_SIZE: POOL_SIZE, ...env }, spawnOptions(cwd)),
+  }
+}
+
+function handlerContender(name: Handler): Contender {
+  const driver = name === 'Bun.sql handler' ? 'bun-sql' : 'postgres.js'
+  return {
+    name,
+    kind: 'handler',
+    start: (databaseUrl) =>
+      spawnServer(
+        ['bun', 'bench/reference-server.ts'],
+        { DATABASE_URL: databaseUrl, DATABASE_POOL_SIZE: POOL_SIZE, REFERENCE_DRIVER: driver },
+        '/',
+        { ...spawnOptions(), readyLine: /listening on/ },
+      ),
+  }
+}
+
+/** Issue [7]'s method: the service and both handlers. */
+export function defaultPlan(): IngestPlan {
+  return { contenders: [serviceContender('service', {}), ...HANDLERS.map(handlerContender)] }
 }
 
 /**
- * The service and both handlers, one after another in each of ROUNDS rounds (the order rotates per
- * round, so none gains from always running later), each run on a new process with the same
- * warm-up; the figures are the medians (this machine's throughput drifts by a third between
- * single runs, so one run of each proves nothing). Every run is kept in `runs`; `levels` gives the
- * medians and ratios at each connection count, `best` each server's median best level and
- * `ratios` the service's best level against each handler's best level.
+ * `git worktree add` of `rev` in a temporary directory with its own dependencies (bun install
+ * --frozen-lockfile): that commit's service runs as one more contender. Its migrations run against
+ * the same database at its start, and SQL functions are applied when their checksum differs, so
+ * each contender runs its own commit's functions; a baseline older than a migration that changed
+ * a table it reads is not comparable and fails at start.
+ */
+async function checkoutBaseline(
+  rev: string,
+): Promise<{ dir: string; label: string; remove(): Promise<void> }> {
+  const git = async (args: string[], cwd = ROOT) => {
+    const result = await runToEnd(['git', ...args], { cwd, env: process.env })
+    if (result.code !== 0) throw new Error(`git ${args.join(' ')}: ${result.stderr}`)
+    return result.stdout.trim()
+  }
+  const label = await git(['rev-parse', '--short', rev])
+  const dir = mkdtempSync(join(tmpdir(), `lead-capture-baseline-${label}-`))
+  await git(['worktree', 'add', '--detach', dir, rev])
+  const remove = () => git(['worktree', 'remove', '--force', dir]).then(() => {})
+  log(`baseline ${label}: bun install --frozen-lockfile in ${dir}`)
+  const install = await runToEnd(['bun', 'install', '--frozen-lockfile'], { cwd: dir, env: process.env })
+  if (install.code !== 0) {
+    await remove()
+    throw new Error(`baseline ${label}: bun install failed:\n${install.stderr}`)
+  }
+  return { dir, label, remove }
+}
+
+/**
+ * A loopback receiver answering 200 and one endpoint subscribed to `lead.created`: every service
+ * contender then writes the outbox in ingest_leads() and delivers. Before each service starts the
+ * outbox is emptied, so no contender delivers another's backlog; after it stops, how many events
+ * arrived and how many were still pending (the delivery backlog it left) are printed with its run.
+ */
+async function withEndpoint(databaseUrl: string): Promise<{
+  env: Record<string, string>
+  beforeService(contender: Contender): Promise<void>
+  afterService(): Promise<Record<string, number>>
+  close(): Promise<void>
+}> {
+  let received = 0
+  const receiver = Bun.serve({
+    port: 0,
+    hostname: '127.0.0.1',
+    async fetch(request) {
+      await request.arrayBuffer()
+      received++
+      return new Response('ok')
+    },
+  })
+  const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} })
+  await addWebhookEndpoint(sql, `http://127.0.0.1:${receiver.port}/hook`, SECRETS_KEY)
+  return {
+    env: { WEBHOOK_SECRETS_KEY: SECRETS_KEY, OUTBOUND_ALLOW_PRIVATE_NETWORKS: 'true' },
+    async beforeService(contender) {
+      await sql`delete from webhook_deliveries where status = 'pending'`
+      await sql`update webhook_endpoints set enabled = ${contender.webhookEndpoint === true}`
+      received = 0
+    },
+    async afterService() {
+      const [row] =
+        await sql`select count(*)::int as pending from webhook_deliveries where status = 'pending'`
+      return { deliveries_received: received, deliveries_pending_at_stop: row!.pending as number }
+    },
+    async close() {
+      receiver.stop(true)
+      await sql.end()
+    },
+  }
+}
+
+/** The medians of one connection level over the rounds, for every server, and the services' ratios. */
+export interface IngestLevel {
+  connections: number
+  figures: Record<string, IngestFigures>
+  /** The `service` contender's requests/s over each handler's, at this level. */
+  ratios: Record<Handler, number>
+  /** Every service contender's requests/s over each handler's, at this level. */
+  serviceRatios: Record<string, Record<Handler, number>>
+}
+
+export interface IngestResult {
+  best: Record<string, IngestFigures>
+  /** The `service` contender's best level against each handler's best level. */
+  ratios: Record<Handler, number>
+  /** Every service contender's best level against each handler's best level. */
+  serviceRatios: Record<string, Record<Handler, number>>
+  levels: IngestLevel[]
+  runs: Record<string, IngestRun[]>
+  replicas: number
+}
+
+/**
+ * Every contender one after another in each of ROUNDS rounds (the order rotates per round, so
+ * none gains from always running later), each run on a new process with the same warm-up; the
+ * figures are the medians (this machine's throughput drifts by a third between single runs, so one
+ * run of each proves nothing). Every run is kept in `runs`; `levels` gives the medians and ratios at
+ * each connection count, `best` each server's median best level and `serviceRatios` each service's
+ * best level against each handler's best level.
  */
 export async function runIngestBenchmark(
   databaseUrl: string,
   keysFile: string,
-): Promise<{
-  best: Record<Contender, IngestFigures>
-  ratios: Record<(typeof HANDLERS)[number], number>
-  levels: IngestLevel[]
-  runs: Record<Contender, IngestRun[]>
-}> {
-  const runs = Object.fromEntries(CONTENDERS.map((name) => [name, [] as IngestRun[]])) as Record<
-    Contender,
-    IngestRun[]
-  >
-  for (let round = 1; round <= ROUNDS; round++) {
-    log(`round ${round}/${ROUNDS}`)
-    const order = CONTENDERS.map((_, index) => CONTENDERS[(index + round - 1) % CONTENDERS.length]!)
-    for (const name of order) runs[name].push(await measure(name, () => start(name, databaseUrl), keysFile))
+  plan: IngestPlan = defaultPlan(),
+): Promise<IngestResult> {
+  const { contenders } = plan
+  const names = contenders.map((contender) => contender.name)
+  const runs = Object.fromEntries(names.map((name) => [name, [] as IngestRun[]]))
+  // A 2xx is not a stored lead (an invalid e-mail is answered 200 as missing_contact): each service
+  // run reports the leads it stored against the requests wrk counted (warm-up included).
+  const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} })
+  const leadCount = async () => (await sql`select count(*)::int as n from leads`)[0]!.n as number
+  try {
+    for (let round = 1; round <= ROUNDS; round++) {
+      log(`round ${round}/${ROUNDS}`)
+      const order = contenders.map((_, index) => contenders[(index + round - 1) % contenders.length]!)
+      for (const contender of order) {
+        const isService = contender.kind === 'service'
+        if (isService) await plan.beforeService?.(contender)
+        const leadsBefore = isService ? await leadCount() : 0
+        const run = await measure(contender.name, () => contender.start(databaseUrl), keysFile)
+        if (isService) {
+          run.extra = {
+            requests_answered: run.answered,
+            leads_stored: (await leadCount()) - leadsBefore,
+            ...(await plan.afterService?.()),
+          }
+        }
+        runs[contender.name]!.push(run)
+      }
+    }
+  } finally {
+    await sql.end()
   }
-  const best = Object.fromEntries(CONTENDERS.map((name) => [name, medianRun(runs[name])])) as Record<
-    Contender,
-    IngestFigures
-  >
-  const ratioTo = (service: IngestFigures, handler: IngestFigures) =>
-    round(service.requestsPerSecond / handler.requestsPerSecond, 3)
+  const best = Object.fromEntries(names.map((name) => [name, medianRun(runs[name]!)]))
+  const services = contenders.filter((contender) => contender.kind === 'service').map((c) => c.name)
+  const ratiosOf = (figures: Record<string, IngestFigures>) =>
+    Object.fromEntries(
+      services.map((service) => [
+        service,
+        Object.fromEntries(
+          HANDLERS.map((handler) => [
+            handler,
+            round(figures[service]!.requestsPerSecond / figures[handler]!.requestsPerSecond, 3),
+          ]),
+        ) as Record<Handler, number>,
+      ]),
+    )
   const levels = CONNECTION_LEVELS.map((connections, index): IngestLevel => {
     const figures = Object.fromEntries(
-      CONTENDERS.map((name) => [name, medianRun(runs[name].map((run) => run.levels[index]!))]),
-    ) as Record<Contender, IngestFigures>
-    const ratios = Object.fromEntries(
-      HANDLERS.map((handler) => [handler, ratioTo(figures.service, figures[handler])]),
-    ) as IngestLevel['ratios']
-    return { connections, figures, ratios }
+      names.map((name) => [name, medianRun(runs[name]!.map((run) => run.levels[index]!))]),
+    )
+    const serviceRatios = ratiosOf(figures)
+    return {
+      connections,
+      figures,
+      ratios: serviceRatios.service ?? serviceRatios[services[0]!]!,
+      serviceRatios,
+    }
   })
-  const ratios = Object.fromEntries(
-    HANDLERS.map((handler) => [handler, ratioTo(best.service, best[handler])]),
-  ) as IngestLevel['ratios']
-  return { best, ratios, levels, runs }
+  const serviceRatios = ratiosOf(best)
+  return {
+    best,
+    ratios: serviceRatios.service ?? serviceRatios[services[0]!]!,
+    serviceRatios,
+    levels,
+    runs,
+    replicas: REPLICAS,
+  }
 }
 
 /** The run with the median throughput, its peak RSS replaced by the highest seen. */
@@ -189,37 +420,89 @@ function medianRun(runs: IngestFigures[]): IngestFigures {
   }
 }
 
-export function printIngest(result: Awaited<ReturnType<typeof runIngestBenchmark>>): void {
+export function printIngest(result: IngestResult): void {
   const row = (name: string, figures: IngestFigures) =>
-    `${name.padEnd(24)} ${String(figures.connections).padStart(4)} conn ${String(round(figures.requestsPerSecond, 0)).padStart(7)} req/s   p50 ${String(round(figures.p50Ms)).padStart(6)} ms   p99 ${String(round(figures.p99Ms)).padStart(6)} ms   peak RSS ${String(figures.peakRssMb).padStart(6)} MB   non-2xx ${figures.non2xx}`
+    `${name.padEnd(36)} ${String(figures.connections).padStart(4)} conn ${String(round(figures.requestsPerSecond, 0)).padStart(7)} req/s   p50 ${String(round(figures.p50Ms)).padStart(6)} ms   p99 ${String(round(figures.p99Ms)).padStart(6)} ms   peak RSS ${String(figures.peakRssMb).padStart(6)} MB   non-2xx ${figures.non2xx}`
   for (const [name, runs] of Object.entries(result.runs)) {
     for (const [index, run] of runs.entries()) {
       for (const level of run.levels) console.log(row(`${name} #${index + 1}`, level))
+      if (run.extra) console.log(`${name} #${index + 1}: ${JSON.stringify(run.extra)}`)
     }
   }
-  console.log('\n| connections | service | postgres.js handler (ratio) | Bun.sql handler (ratio) |')
-  console.log('|---|---|---|---|')
-  const cell = (figures: IngestFigures, ratio?: number) =>
-    `${round(figures.requestsPerSecond, 0)}${ratio === undefined ? '' : ` (${ratio})`}`
-  for (const level of result.levels) {
-    console.log(
-      `| ${level.connections} | ${cell(level.figures.service)} | ${cell(level.figures['postgres.js handler'], level.ratios['postgres.js handler'])} | ${cell(level.figures['Bun.sql handler'], level.ratios['Bun.sql handler'])} |`,
-    )
-  }
+  if (result.replicas > 1) console.log(`\n${result.replicas} processes per contender (SO_REUSEPORT)`)
   console.log(
-    `| best level of each | ${cell(result.best.service)} | ${cell(result.best['postgres.js handler'], result.ratios['postgres.js handler'])} | ${cell(result.best['Bun.sql handler'], result.ratios['Bun.sql handler'])} |`,
+    '\n| connections | server | req/s (rounds) | p99 ms | ratio to postgres.js handler | ratio to Bun.sql handler |',
   )
-  console.log('(medians of the rounds; ratio = service requests/s / handler requests/s)')
+  console.log('|---|---|---|---|---|---|')
+  const perRound = (name: string, index: number | null) =>
+    result.runs[name]!.map((run) =>
+      round((index === null ? run : run.levels[index]!).requestsPerSecond, 0),
+    ).join(' / ')
+  const lines = (
+    label: string,
+    figures: Record<string, IngestFigures>,
+    ratios: IngestResult['serviceRatios'],
+    index: number | null,
+  ) => {
+    for (const [name, value] of Object.entries(figures)) {
+      const ratio = ratios[name]
+      console.log(
+        `| ${label} | ${name} | ${round(value.requestsPerSecond, 0)} (${perRound(name, index)}) | ${round(value.p99Ms)} | ${ratio?.['postgres.js handler'] ?? ''} | ${ratio?.['Bun.sql handler'] ?? ''} |`,
+      )
+    }
+  }
+  result.levels.forEach((level, index) => {
+    lines(String(level.connections), level.figures, level.serviceRatios, index)
+  })
+  lines('best level of each', result.best, result.serviceRatios, null)
+  console.log(
+    '(medians of the rounds, each round in brackets in round order; ratio = service requests/s / handler requests/s)',
+  )
 }
 
 if (import.meta.main) {
-  const { databaseUrl, keysFile } = await prepareBenchDatabase()
-  const result = await runIngestBenchmark(databaseUrl, keysFile)
-  printIngest(result)
-  const file = join(ROOT, 'bench/results/ingest.json')
-  writeFileSync(
-    file,
-    `${JSON.stringify({ date: new Date().toISOString(), sources: SOURCES, seconds: SECONDS, connection_levels: CONNECTION_LEVELS, ...result }, null, 2)}\n`,
-  )
-  log(`written ${file}`)
+  const plan = defaultPlan()
+  const variants = cli['service-variants']
+    ?.split(',')
+    .map((name) => name.trim())
+    .filter(Boolean)
+  const cleanups: Array<() => Promise<void>> = []
+  try {
+    const { databaseUrl, keysFile } = await prepareBenchDatabase()
+    let serviceEnv: Record<string, string> = {}
+    const endpointVariant = variants?.some((variant) => ENDPOINT_VARIANTS.has(variant)) === true
+    if (cli.endpoint || endpointVariant) {
+      const endpoint = await withEndpoint(databaseUrl)
+      cleanups.push(endpoint.close)
+      serviceEnv = endpoint.env
+      plan.beforeService = endpoint.beforeService
+      plan.afterService = endpoint.afterService
+    }
+    const handlers = plan.contenders.filter((contender) => contender.kind === 'handler')
+    const services = (variants ?? ['default']).map((variant) =>
+      serviceContender(
+        variant === 'default' ? 'service' : `service [${variant}]`,
+        { ...serviceEnv, ...variantEnv(variant) },
+        undefined,
+        cli.endpoint || ENDPOINT_VARIANTS.has(variant),
+      ),
+    )
+    if (cli.baseline) {
+      const baseline = await checkoutBaseline(cli.baseline)
+      cleanups.push(baseline.remove)
+      services.push(serviceContender(`baseline ${baseline.label}`, serviceEnv, baseline.dir, cli.endpoint))
+    }
+    plan.contenders = [...services, ...handlers]
+    const result = await runIngestBenchmark(databaseUrl, keysFile, plan)
+    printIngest(result)
+    // A --quick check never overwrites the committed figures of a measurement.
+    const file = join(ROOT, QUICK ? 'bench/results/ingest-quick.tmp' : 'bench/results/ingest.json')
+    writeFileSync(
+      file,
+      `${JSON.stringify({ date: new Date().toISOString(), argv: Bun.argv.slice(2), sources: SOURCES, seconds: SECONDS, rounds: ROUNDS, connection_levels: CONNECTION_LEVELS, ...result }, null, 2)}\n`,
+    )
+    log(`written ${file}`)
+  } finally {
+    for (const cleanup of cleanups.reverse()) await cleanup()
+  }
 }

@@ -64,15 +64,15 @@ const config = loadConfig({
 const clock = new FakeClock(Date.now())
 const ctx = await createContext(config, { limiter: new MemoryRateLimiter(), clock })
 const services = buildServices(ctx)
-const repository = services.inbound.repository
-repository.ingest = async () => ({ leadId: Bun.randomUUIDv7(), outcome: 'created' })
+const writer = services.inbound.writer
+writer.ingest = async () => ({ leadId: Bun.randomUUIDv7(), outcome: 'created' })
 const service = createApp(ctx, { services }).listen({ port: servicePort, hostname: '127.0.0.1' })
 
 // The same pipeline with the input guard switched off (every check a no-op).
 const unguardedPort = await freePort()
 const unguardedCtx = await createContext(config, { limiter: new MemoryRateLimiter(), clock })
 const unguardedServices = buildServices(unguardedCtx)
-unguardedServices.inbound.repository.ingest = repository.ingest
+unguardedServices.inbound.writer.ingest = writer.ingest
 const off = unguardedServices.inputGuard
 off.checkJsonDepth = () => {}
 off.unstorable = () => []

@@ -37,6 +37,8 @@ if (driver === 'postgres.js') {
 const server = Bun.serve({
   port: Number(process.env.PORT ?? 3100),
   hostname: '127.0.0.1',
+  // bench:ingest --replicas N runs N of these on one port, as it runs N service replicas.
+  reusePort: process.env.REUSE_PORT === 'true',
   async fetch(request) {
     if (request.method === 'GET') return new Response('ok')
     const apiKey = new URL(request.url).pathname.split('/').pop() ?? ''

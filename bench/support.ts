@@ -1,6 +1,8 @@
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import postgres from 'postgres'
+import { newId } from '../src/lib/ids'
+import { SecretBox } from '../src/lib/secrets'
 import { runToEnd } from '../test/helpers/process'
 
 /** Shared pieces of the benchmarks: databases, processes, wrk, memory. Loopback only. */
@@ -59,54 +61,146 @@ export function peakRssBytes(pid: number): number {
   return match ? Number(match[1]) * 1024 : 0
 }
 
-/** Starts a process listening on a free port and waits until `readyPath` answers 2xx. */
+/** Where and how a server is started: its directory (a baseline worktree), port, replica count. */
+export interface SpawnOptions {
+  /** The checkout to run (default: this one); `--baseline` runs another commit's worktree. */
+  cwd?: string
+  /**
+   * Processes sharing one port with SO_REUSEPORT (Bun.serve `reusePort`; the service reads
+   * REUSE_PORT=true), the kernel balancing connections between them. Each is ready when it prints
+   * `readyLine`: a readiness URL on the shared port could be answered by any of them.
+   */
+  replicas?: number
+  readyLine?: RegExp
+}
+
+/** Starts a process (or `replicas` of them) listening on a free port and waits until they are ready. */
 export async function spawnServer(
   command: string[],
   env: Record<string, string>,
   readyPath: string,
+  options: SpawnOptions = {},
 ): Promise<RunningProcess & { readyMs: number }> {
   const port = await freePort()
+  const replicas = options.replicas ?? 1
   const started = performance.now()
-  const child = Bun.spawn(command, {
-    cwd: ROOT,
-    env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1' },
-    stdout: 'ignore',
-    stderr: 'inherit',
-  })
   const url = `http://127.0.0.1:${port}`
-  await waitForReady(url, readyPath)
+  const children: ReturnType<typeof Bun.spawn>[] = []
+  const stop = async () => {
+    for (const child of children) child.kill('SIGTERM')
+    await Promise.all(
+      children.map(async (child) => {
+        const exited = await Promise.race([child.exited, Bun.sleep(15_000).then(() => null)])
+        if (exited === null) child.kill('SIGKILL')
+      }),
+    )
+  }
+  try {
+    for (let index = 0; index < replicas; index++) {
+      const child = Bun.spawn(command, {
+        cwd: options.cwd ?? ROOT,
+        env: {
+          ...process.env,
+          ...env,
+          PORT: String(port),
+          HOST: '127.0.0.1',
+          ...(replicas > 1 ? { REUSE_PORT: 'true' } : {}),
+        },
+        stdout: replicas > 1 ? 'pipe' : 'ignore',
+        stderr: 'inherit',
+      })
+      children.push(child)
+      if (replicas > 1) {
+        if (!options.readyLine) throw new Error('replicas > 1 needs a readyLine')
+        await waitForLine(child.stdout as ReadableStream<Uint8Array>, options.readyLine, 30_000)
+      }
+    }
+    if (replicas === 1) await waitForReady(url, readyPath)
+  } catch (error) {
+    await stop()
+    throw error
+  }
   const readyMs = performance.now() - started
   return {
-    pid: child.pid,
+    pid: children[0]!.pid,
     url,
     readyMs,
-    peakRssBytes: () => peakRssBytes(child.pid),
-    async stop() {
-      child.kill('SIGTERM')
-      const exited = await Promise.race([child.exited, Bun.sleep(15_000).then(() => null)])
-      if (exited === null) child.kill('SIGKILL')
-    },
+    // Replicas: the sum of their peaks (what the host must hold when all peak together).
+    peakRssBytes: () => children.reduce((sum, child) => sum + peakRssBytes(child.pid), 0),
+    stop,
   }
+}
+
+/** Resolves when `pattern` appears in the stream; keeps draining it afterwards so the pipe never fills. */
+function waitForLine(stream: ReadableStream<Uint8Array>, pattern: RegExp, timeoutMs: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(
+      () => reject(new Error(`no line matching ${pattern} within ${timeoutMs} ms`)),
+      timeoutMs,
+    )
+    const decoder = new TextDecoder()
+    let seen = ''
+    let found = false
+    void (async () => {
+      const reader = stream.getReader()
+      for (;;) {
+        const { done, value } = await reader.read()
+        if (done) break
+        if (found) continue
+        seen = (seen + decoder.decode(value, { stream: true })).slice(-8192)
+        if (pattern.test(seen)) {
+          found = true
+          clearTimeout(timer)
+          resolve()
+        }
+      }
+      if (!found) {
+        clearTimeout(timer)
+        reject(new Error(`the process ended before printing a line matching ${pattern}`))
+      }
+    })()
+  })
 }
 
 /**
  * The JavaScriptCore settings (`BUN_JSC_*`) of the Dockerfile's runtime stage, so the benchmarks
  * measure the service as it ships (its heap sizing changes peak RSS by a fifth).
  */
-export function dockerfileJscEnv(): Record<string, string> {
-  const dockerfile = readFileSync(join(ROOT, 'Dockerfile'), 'utf8')
+export function dockerfileJscEnv(root = ROOT): Record<string, string> {
+  const dockerfile = readFileSync(join(root, 'Dockerfile'), 'utf8')
   return Object.fromEntries(
     [...dockerfile.matchAll(/^ENV\s+(BUN_JSC_\w+)=(\S+)\s*$/gm)].map((match) => [match[1]!, match[2]!]),
   )
 }
 
 /** The service as deployed (Dockerfile's JSC settings, access log on), ready when /readyz is 200. */
-export function spawnService(env: Record<string, string>): ReturnType<typeof spawnServer> {
+export function spawnService(
+  env: Record<string, string>,
+  options: SpawnOptions = {},
+): ReturnType<typeof spawnServer> {
   return spawnServer(
     ['bun', 'src/index.ts'],
-    { ...dockerfileJscEnv(), REDIS_URL, LOG_LEVEL: 'info', ...env },
+    { ...dockerfileJscEnv(options.cwd), REDIS_URL, LOG_LEVEL: 'info', ...env },
     '/readyz',
+    { readyLine: /"msg":"ready"/, ...options },
   )
+}
+
+/**
+ * One webhook endpoint subscribed to `lead.created` for the organization of the benchmark's sources,
+ * its signing secret sealed with `secretsKey` (the services get it as WEBHOOK_SECRETS_KEY).
+ */
+export async function addWebhookEndpoint(
+  sql: postgres.Sql,
+  receiverUrl: string,
+  secretsKey: string,
+): Promise<void> {
+  const [row] = await sql`select organization_id from webhook_sources limit 1`
+  const organizationId = row!.organization_id as string
+  const now = new Date()
+  await sql`insert into webhook_endpoints (id, organization_id, url, event_types, secret_ciphertext, created_at, updated_at)
+    values (${newId()}, ${organizationId}, ${receiverUrl}, '["lead.created"]'::jsonb,
+      ${new SecretBox(secretsKey).seal(`whsec_${Buffer.alloc(24, 1).toString('base64')}`)}, ${now}, ${now})`
 }
 
 export interface WrkResult {

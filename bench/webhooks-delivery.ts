@@ -1,10 +1,17 @@
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import postgres from 'postgres'
-import { newId } from '../src/lib/ids'
-import { SecretBox } from '../src/lib/secrets'
 import { provisionSources } from './provision'
-import { freePort, freshDatabase, log, percentile, ROOT, round, spawnService } from './support'
+import {
+  addWebhookEndpoint,
+  freePort,
+  freshDatabase,
+  log,
+  percentile,
+  ROOT,
+  round,
+  spawnService,
+} from './support'
 
 /**
  * `bun run bench:webhooks`: the service at a fixed rate of new leads (open loop, RATE per second for
@@ -119,12 +126,7 @@ try {
   log(`no endpoint: ${SECONDS}s at ${RATE}/s`)
   const without = await run(SECONDS)
 
-  const [row] = await sql`select organization_id from webhook_sources limit 1`
-  const organizationId = row!.organization_id as string
-  const now = new Date()
-  await sql`insert into webhook_endpoints (id, organization_id, url, event_types, secret_ciphertext, created_at, updated_at)
-    values (${newId()}, ${organizationId}, ${`http://127.0.0.1:${receiver.port}/hook`}, '["lead.created"]'::jsonb,
-      ${new SecretBox(SECRETS_KEY).seal(`whsec_${Buffer.alloc(24, 1).toString('base64')}`)}, ${now}, ${now})`
+  await addWebhookEndpoint(sql, `http://127.0.0.1:${receiver.port}/hook`, SECRETS_KEY)
   log(`one endpoint (lead.created): ${SECONDS}s at ${RATE}/s`)
   const withEndpoint = await run(SECONDS)
 

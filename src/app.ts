@@ -57,7 +57,14 @@ export function createApp(ctx: AppContext, options: { services?: Services; track
     })
     .use(requestContextPlugin(ctx, registry))
     .use(errorsPlugin(ctx, registry, { errorPage: dashboardErrorPage }))
-    .use(rateLimitPlugin(ctx, { registry, resolver: services.credentials, routes }))
+    .use(
+      rateLimitPlugin(ctx, {
+        registry,
+        resolver: services.credentials,
+        checkLimit: services.checkLimit,
+        routes,
+      }),
+    )
     .use(inputGuardPlugin(services.inputGuard))
     .use(openapiPlugin(ctx.config, { webhooks: webhookEventsDocument() }))
     .use(healthModule(ctx))

@@ -12,6 +12,8 @@ const LogLevel = Type.Union(['debug', 'info', 'warn', 'error', 'silent'].map((le
 export const EnvSchema = Type.Object({
   PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 3000 }),
   HOST: Type.String({ minLength: 1, default: '0.0.0.0' }),
+  // Several replicas on one host share PORT (SO_REUSEPORT, Linux): one per core (docs/operations.md).
+  REUSE_PORT: Type.Boolean({ default: false }),
   PUBLIC_BASE_URL: Type.Optional(Type.String({ pattern: '^https?://[^\\s/]+(/[^\\s]*)?$' })),
   DATABASE_URL: Type.Optional(Type.String({ pattern: '^postgres(ql)?://' })),
   REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://' })),
@@ -23,6 +25,13 @@ export const EnvSchema = Type.Object({
   LOG_RETENTION_DAYS: Type.Integer({ minimum: 1, maximum: 3650, default: 30 }),
   PLATFORM_RATE_LIMIT_PER_MIN: Type.Integer({ minimum: 1, default: 600_000 }),
   DATABASE_POOL_SIZE: Type.Integer({ minimum: 1, maximum: 200, default: 10 }),
+  // Which client sends the parameterised hot statements (the group commit, the delivery log):
+  // postgres.js (Drizzle's driver) or Bun's built-in Bun.sql. docs/benchmarks.md has the comparison.
+  DATABASE_DRIVER: Type.Union([Type.Literal('postgres-js'), Type.Literal('bun-sql')], {
+    default: 'postgres-js',
+  }),
+  // The rate limiter's Redis client: ioredis or Bun's built-in RedisClient (same script, same breaker).
+  REDIS_DRIVER: Type.Union([Type.Literal('ioredis'), Type.Literal('bun')], { default: 'ioredis' }),
   SHUTDOWN_TIMEOUT_MS: Type.Integer({ minimum: 0, maximum: 600_000, default: 10_000 }),
   SHUTDOWN_DELAY_MS: Type.Integer({ minimum: 0, maximum: 600_000, default: 5_000 }),
   // 32 bytes, base64: encrypts webhook signing secrets at rest (unset: a key kept in DATA_DIR).
@@ -38,6 +47,7 @@ export type LogLevelName = 'debug' | 'info' | 'warn' | 'error' | 'silent'
 export interface Config {
   port: number
   host: string
+  reusePort: boolean
   publicBaseUrl: string
   databaseUrl: string | undefined
   redisUrl: string | undefined
@@ -49,6 +59,9 @@ export interface Config {
   logRetentionDays: number
   platformRateLimitPerMin: number
   databasePoolSize: number
+  /** The client of the hot statements; `bun-sql` splits DATABASE_POOL_SIZE between two pools (src/db/client.ts). */
+  databaseDriver: 'postgres-js' | 'bun-sql'
+  redisDriver: 'ioredis' | 'bun'
   shutdownTimeoutMs: number
   /** After SIGTERM: /readyz answers 503 and everything else is still served for this long. */
   shutdownDelayMs: number
@@ -103,12 +116,15 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
   for (const entry of trustProxy) {
     if (!parseCidr(entry)) problems.push(`TRUST_PROXY: "${entry}" is not an IP address or CIDR range`)
   }
+  if (withDefaults.DATABASE_DRIVER === 'bun-sql' && withDefaults.DATABASE_POOL_SIZE === 1)
+    problems.push('DATABASE_DRIVER: bun-sql needs DATABASE_POOL_SIZE of 2 or more (the pool is split in two)')
   if (problems.length > 0) throw new ConfigError(uniqueByVariable(problems))
   const env = withDefaults as Env
   const publicBaseUrl = (env.PUBLIC_BASE_URL ?? `http://localhost:${env.PORT}`).replace(/\/+$/, '')
   return {
     port: env.PORT,
     host: env.HOST,
+    reusePort: env.REUSE_PORT,
     publicBaseUrl,
     databaseUrl: env.DATABASE_URL,
     redisUrl: env.REDIS_URL,
@@ -120,6 +136,8 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
     logRetentionDays: env.LOG_RETENTION_DAYS,
     platformRateLimitPerMin: env.PLATFORM_RATE_LIMIT_PER_MIN,
     databasePoolSize: env.DATABASE_POOL_SIZE,
+    databaseDriver: env.DATABASE_DRIVER,
+    redisDriver: env.REDIS_DRIVER,
     shutdownTimeoutMs: env.SHUTDOWN_TIMEOUT_MS,
     shutdownDelayMs: env.SHUTDOWN_DELAY_MS,
     webhookSecretsKey: env.WEBHOOK_SECRETS_KEY,

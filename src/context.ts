@@ -1,9 +1,9 @@
-import Redis from 'ioredis'
+import type Redis from 'ioredis'
 import type { Config } from './config'
 import { type Database, type DatabaseHandle, openDatabase } from './db/client'
 import { type Clock, systemClock } from './lib/clock'
 import { bufferedStdoutSink, createLogger, type Logger } from './lib/logger'
-import { MemoryRateLimiter, type RateLimiter, RedisRateLimiter } from './lib/rate-limit'
+import { MemoryRateLimiter, openRedisConnection, type RateLimiter, RedisRateLimiter } from './lib/rate-limit'
 import { openSecretBox, type SecretBox } from './lib/secrets'
 
 /**
@@ -14,6 +14,7 @@ export interface AppContext {
   config: Config
   database: DatabaseHandle
   db: Database
+  /** The limiter's ioredis client (tests inspect Redis through it); null without Redis or with REDIS_DRIVER=bun. */
   redis: Redis | null
   limiter: RateLimiter
   logger: Logger
@@ -48,18 +49,7 @@ export interface ContextOverrides {
   rateLimitKeyPrefix?: string
 }
 
-/** ioredis tuned to fail fast: a Redis outage must never hang a request (DESIGN §1). */
-export function createRedis(url: string): Redis {
-  return new Redis(url, {
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 0,
-    commandTimeout: 250,
-    connectTimeout: 1000,
-    lazyConnect: false,
-    retryStrategy: (attempt) => Math.min(attempt * 200, 2000),
-    reconnectOnError: () => false,
-  })
-}
+export { createRedis } from './lib/rate-limit'
 
 export async function createContext(config: Config, overrides: ContextOverrides = {}): Promise<AppContext> {
   // Batched: one write per event-loop turn, not one per request line (flushed on exit).
@@ -76,15 +66,12 @@ export async function createContext(config: Config, overrides: ContextOverrides 
   let limiter: RateLimiter
   if (overrides.limiter) limiter = overrides.limiter
   else if (config.redisUrl) {
-    redis = createRedis(config.redisUrl)
-    // Errors are reported through the limiter's state; without a listener ioredis prints each one.
-    redis.on('error', () => {})
-    await waitForRedis(redis, 1000)
-    limiter = new RedisRateLimiter(redis, new MemoryRateLimiter(), logger, overrides.rateLimitKeyPrefix)
-    const client = redis
-    closers.push(() => {
-      client.disconnect()
-    })
+    const connection = openRedisConnection(config.redisUrl, config.redisDriver)
+    redis = connection.ioredis
+    // Start-up waits briefly so the first requests use the shared limiter, but never fails on Redis.
+    await connection.waitReady(1000)
+    limiter = new RedisRateLimiter(connection, new MemoryRateLimiter(), logger, overrides.rateLimitKeyPrefix)
+    closers.push(() => connection.close())
   } else limiter = new MemoryRateLimiter()
   closers.push(() => limiter.close())
 
@@ -115,18 +102,4 @@ export async function createContext(config: Config, overrides: ContextOverrides 
     },
   }
   return context
-}
-
-// Start-up waits briefly so the first requests use the shared limiter, but never fails on Redis.
-async function waitForRedis(redis: Redis, timeoutMs: number): Promise<void> {
-  if (redis.status === 'ready') return
-  await new Promise<void>((resolve) => {
-    const timer = setTimeout(done, timeoutMs)
-    redis.once('ready', done)
-    function done() {
-      clearTimeout(timer)
-      redis.off('ready', done)
-      resolve()
-    }
-  })
 }

@@ -87,6 +87,7 @@ startBackgroundWork(ctx, services)
 const app = createApp(ctx, { services, tracker }).listen({
   port: config.port,
   hostname: config.host,
+  reusePort: config.reusePort,
   // Body limits are the app's (createApp lifts Bun's cap, whose 413 is bare): 1 MiB for every
   // route, 100 KB on the inbound route, both answered as JSON errors.
 })

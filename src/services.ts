@@ -2,10 +2,16 @@ import type { AppContext } from './context'
 import { registerWriteBehindBuffers } from './jobs'
 import { RequestRegistry } from './lib/http'
 import { InputGuard } from './lib/input-guard'
+import { checkRateLimit, type RateLimitCheck, type RateLimitRule } from './lib/rate-limit'
 import { CredentialResolver } from './modules/auth/credentials'
 import { IdentityService } from './modules/auth/service'
 import { DashboardService } from './modules/dashboard/service'
+import { DeliveryLogWriter } from './modules/delivery-logs/log-writer'
 import { DeliveryLogsService } from './modules/delivery-logs/service'
+import { GroupCommitWriter } from './modules/inbound/group-commit'
+import { LastRequestRecorder } from './modules/inbound/last-request'
+import { RejectionAggregator } from './modules/inbound/rejection-aggregator'
+import { InboundRepository } from './modules/inbound/repository'
 import { InboundService } from './modules/inbound/service'
 import { LeadsService } from './modules/leads/service'
 import { MembersService } from './modules/members/service'
@@ -29,6 +35,8 @@ export function buildServices(ctx: AppContext) {
   const requests = new RequestRegistry(ctx.config.trustProxy)
   const inputGuard = new InputGuard()
   const credentials = new CredentialResolver(ctx)
+  // One limiter call and its decision (headers, 429), for the management plugin and the inbound route.
+  const checkLimit: RateLimitCheck = (rules: RateLimitRule[]) => checkRateLimit(ctx, rules)
   // In-process wake-ups of this replica's delivery worker by whoever queued an event.
   const deliverySignal = new DeliverySignal()
   const sourceCache = new SourceCache(ctx)
@@ -39,10 +47,13 @@ export function buildServices(ctx: AppContext) {
   const members = new MembersService(ctx, identity)
   const sources = new SourcesService(ctx, sourceCache)
   const webhookEndpoints = new WebhookEndpointsService(ctx, deliverySignal)
+  // Delivery-log entries that store no lead (refusals, spam, counted floods).
+  const deliveryLogWriter = new DeliveryLogWriter(ctx)
   const services = {
     requests,
     inputGuard,
     credentials,
+    checkLimit,
     deliverySignal,
     sourceCache,
     identity,
@@ -57,7 +68,13 @@ export function buildServices(ctx: AppContext) {
       guard: inputGuard,
       registry: requests,
       sources: sourceCache,
-      signal: deliverySignal,
+      checkLimit,
+      // Accepted leads, grouped into one ingest_leads() call; a group that queued webhook events
+      // wakes this replica's delivery worker.
+      writer: new GroupCommitWriter(ctx, new InboundRepository(ctx), deliverySignal),
+      deliveryLogs: deliveryLogWriter,
+      rejections: new RejectionAggregator(ctx, deliveryLogWriter),
+      lastRequests: new LastRequestRecorder(ctx),
     }),
     dashboard: new DashboardService({ identity, deliveryLogs, leads, members, pat, sources }),
   }

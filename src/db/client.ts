@@ -3,6 +3,7 @@ import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core'
 import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js'
 import postgres from 'postgres'
 import type { Config } from '../config'
+import { type HotStatements, openBunSql } from './bun-sql'
 import { acquireDataDirLock } from './data-dir-lock'
 import * as schema from './schema'
 
@@ -36,13 +37,26 @@ export async function openDatabase(
   config: Config,
   options: { inMemory?: boolean } = {},
 ): Promise<DatabaseHandle> {
-  if (config.databaseUrl) return openPostgres(config.databaseUrl, config.databasePoolSize)
+  if (config.databaseUrl)
+    return openPostgres(config.databaseUrl, config.databasePoolSize, config.databaseDriver)
   return openPglite(options.inMemory ? undefined : config.dataDir)
 }
 
-function openPostgres(url: string, poolSize: number): DatabaseHandle {
+/**
+ * How DATABASE_DRIVER=bun-sql splits DATABASE_POOL_SIZE: a third (at least one) stays with
+ * postgres.js for Drizzle's queries (management, a source not yet cached), the rest serves the hot
+ * statements. The budget of docs/operations.md (pool + 1 listener per replica) holds either way.
+ */
+export function splitPool(poolSize: number): { postgresJs: number; bunSql: number } {
+  const postgresJs = Math.max(1, Math.floor(poolSize / 3))
+  return { postgresJs, bunSql: poolSize - postgresJs }
+}
+
+function openPostgres(url: string, poolSize: number, driver: Config['databaseDriver']): DatabaseHandle {
+  const pools = driver === 'bun-sql' ? splitPool(poolSize) : { postgresJs: poolSize, bunSql: 0 }
+  const hot: HotStatements | null = pools.bunSql > 0 ? openBunSql(url, pools.bunSql) : null
   const client = postgres(url, {
-    max: poolSize,
+    max: pools.postgresJs,
     // A lost database must surface quickly as 503, not as a request that waits forever.
     connect_timeout: 3,
     // postgres.js waits (0.5..1) × min(3^n / 100, 20) s before reconnecting after the n-th failed
@@ -66,7 +80,7 @@ function openPostgres(url: string, poolSize: number): DatabaseHandle {
     db,
     location,
     async ping() {
-      await client`select 1`
+      await Promise.all([client`select 1`, hot?.ping()])
     },
     async listen(channel, onMessage, onConnect) {
       await client.listen(channel, onMessage, onConnect)
@@ -75,12 +89,13 @@ function openPostgres(url: string, poolSize: number): DatabaseHandle {
       await client.notify(channel, payload)
     },
     async query<Row>(text: string, params: unknown[]) {
+      if (hot?.accepts(params)) return hot.query<Row>(text, params)
       return (await client.unsafe(text, params as postgres.ParameterOrJSON<never>[], {
         prepare: true,
       })) as unknown as Row[]
     },
     async close() {
-      await client.end({ timeout: 5 })
+      await Promise.all([client.end({ timeout: 5 }), hot?.close()])
     },
   }
 }

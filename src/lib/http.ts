@@ -6,8 +6,6 @@ export interface RequestMeta {
   requestId: string
   startedAt: number
   clientIp: string
-  /** Set by the rate-limit plugin: the headers to send on every response, errors included. */
-  rateLimitHeaders?: Record<string, string>
 }
 
 const REQUEST_ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/

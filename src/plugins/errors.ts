@@ -16,7 +16,8 @@ export type ErrorPageRenderer = (request: Request, status: number, message: stri
 
 /**
  * One onError for the whole app: renders DESIGN §2 bodies `{ error, message, request_id, ... }`,
- * adds the rate-limit and request-id headers, logs only 5xx. Database outages become 503 with
+ * adds the request-id header and the
+ * headers already set for the response (rate limit, CORS), logs only 5xx. Database outages become 503 with
  * Retry-After instead of 500. On the dashboard's routes the same error is an HTML page instead.
  */
 export function errorsPlugin(
@@ -55,7 +56,6 @@ export function errorsPlugin(
     const headers: Record<string, string> = {
       'content-type': 'application/json',
       'x-request-id': meta.requestId,
-      ...meta.rateLimitHeaders,
       ...appError.headers,
     }
     for (const [name, value] of Object.entries(set.headers)) {

@@ -1,12 +1,9 @@
 import { Elysia } from 'elysia'
 import type { AppContext } from '../context'
-import { AppError } from '../lib/errors'
-import type { RequestRegistry } from '../lib/http'
-import { isDashboardPath, isProbePath, requestPath } from '../lib/http'
-import { type RateLimitResult, type RateLimitRule, retryAfterSeconds } from '../lib/rate-limit'
+import { isDashboardPath, isProbePath, type RequestRegistry, requestPath } from '../lib/http'
+import { platformRule, type RateLimitCheck, type RateLimitRule, WINDOW_MS } from '../lib/rate-limit'
 import type { CredentialResolver } from '../modules/auth/credentials'
 
-export const WINDOW_MS = 60_000
 export const MANAGEMENT_LIMIT_PER_MIN = 100
 
 /**
@@ -44,10 +41,6 @@ export function isSelfLimitedPath(path: string): boolean {
 const PLATFORM_ONLY_PATHS = new Set(['/api/webhook/tracker.js'])
 /** The dashboard's scripts and styles: static, cached, loaded by every page view. */
 const PLATFORM_ONLY_PREFIX = '/app/assets/'
-
-export function platformRule(ctx: AppContext): RateLimitRule {
-  return { bucket: 'platform', key: 'all', limit: ctx.config.platformRateLimitPerMin, windowMs: WINDOW_MS }
-}
 
 /**
  * The route templates of the app (`GET /api/webhook/sources/:id/logs`), filled once the app is
@@ -91,46 +84,6 @@ export class RouteTemplates {
   }
 }
 
-export function rateLimitHeaders(result: RateLimitResult): Record<string, string> {
-  const { decisive } = result
-  const headers: Record<string, string> = {
-    'x-ratelimit-limit': String(decisive.limit),
-    'x-ratelimit-remaining': String(decisive.remaining),
-    'x-ratelimit-reset': String(Math.ceil(decisive.resetMs / 1000)),
-  }
-  if (!result.allowed) headers['retry-after'] = String(retryAfterSeconds(decisive))
-  return headers
-}
-
-export function rateLimitedError(result: RateLimitResult): AppError {
-  const retryAfter = retryAfterSeconds(result.decisive)
-  return new AppError(
-    'rate_limited',
-    `rate limit exceeded: at most ${result.decisive.limit} requests per minute; retry in ${retryAfter} s`,
-    { limit: result.decisive.limit, remaining: result.decisive.remaining, retry_after: retryAfter },
-    rateLimitHeaders(result),
-  )
-}
-
-/**
- * Checks the rules in one limiter call, records the headers for the response (success or error),
- * and throws 429 when any bucket refuses.
- */
-export async function enforceRateLimit(
-  ctx: AppContext,
-  registry: RequestRegistry,
-  request: Request,
-  headers: Record<string, unknown>,
-  rules: RateLimitRule[],
-): Promise<RateLimitResult> {
-  const result = await ctx.limiter.check(rules, ctx.clock.now())
-  const limitHeaders = rateLimitHeaders(result)
-  registry.get(request).rateLimitHeaders = limitHeaders
-  Object.assign(headers, limitHeaders)
-  if (!result.allowed) throw rateLimitedError(result)
-  return result
-}
-
 /**
  * Management traffic: platform-wide bucket plus one bucket per user and endpoint (its route
  * template). Anonymous requests (no valid credential, unmatched paths included) share one bucket
@@ -143,14 +96,26 @@ export function rateLimitPlugin(
   {
     registry,
     resolver,
+    checkLimit,
     routes,
-  }: { registry: RequestRegistry; resolver: CredentialResolver; routes: RouteTemplates },
+  }: {
+    registry: RequestRegistry
+    resolver: CredentialResolver
+    checkLimit: RateLimitCheck
+    routes: RouteTemplates
+  },
 ) {
+  /** The headers go on the response (errors included); a refusal is thrown as the 429. */
+  const enforce = async (headers: Record<string, unknown>, rules: RateLimitRule[]) => {
+    const decision = await checkLimit(rules)
+    Object.assign(headers, decision.headers)
+    if (decision.refusal) throw decision.refusal
+  }
   return new Elysia({ name: 'rate-limit' }).onRequest(async ({ request, set }) => {
     const path = requestPath(request)
     if (isSelfLimitedPath(path)) return
     if (PLATFORM_ONLY_PATHS.has(path) || path.startsWith(PLATFORM_ONLY_PREFIX)) {
-      await enforceRateLimit(ctx, registry, request, set.headers, [platformRule(ctx)])
+      await enforce(set.headers, [platformRule(ctx)])
       return
     }
     const meta = registry.get(request)
@@ -167,7 +132,7 @@ export function rateLimitPlugin(
         key = `user:${authentication.principal.userId}:${tighter ? tighter.bucket : routes.endpointOf(request.method, path)}`
       } else if (!tighter) key = `ip:${meta.clientIp}:anonymous`
     }
-    await enforceRateLimit(ctx, registry, request, set.headers, [
+    await enforce(set.headers, [
       platformRule(ctx),
       {
         bucket: tighter ? tighter.bucket : 'management',

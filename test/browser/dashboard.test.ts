@@ -92,7 +92,7 @@ async function postLead(url: string, body: string) {
 
 describe('the dashboard journey', () => {
   test(
-    'sign-up → source → copy URL → leads and chart → logs and a failed body → new key → CSV → PAT → viewer',
+    'sign-up → source → copy URL → leads and chart → logs and a failed body → new key → CSV → edit and delete a lead → delete a source → PAT → members (role, removal) → viewer',
     async () => {
       const context = await browser.newContext({
         viewport: { width: 1100, height: 900 },
@@ -232,6 +232,42 @@ describe('the dashboard journey', () => {
         'lead-2@example.com',
       ])
 
+      // A lead: opened from the list, edited, and another one deleted after its confirmation page
+      // (confirmed from the keyboard).
+      await page.getByRole('link', { name: 'Lead 0' }).click()
+      await page.getByRole('heading', { name: 'Lead 0' }).waitFor()
+      await page.getByLabel('Status').fill('qualified')
+      await page.getByLabel('Last name').fill('Lovelace')
+      await page.getByRole('button', { name: 'Save lead' }).click()
+      await page.getByText('Lead saved.').waitFor()
+      await expect(page.getByLabel('Status').inputValue()).resolves.toBe('qualified')
+      await visit(page, '10-lead-edited')
+      await page.goto(`${base}/app/leads`)
+      await page.getByRole('link', { name: 'Lead 2' }).click()
+      await page.getByRole('link', { name: 'Delete this lead…' }).click()
+      await page.getByRole('heading', { name: 'Delete the lead lead-2@example.com?' }).waitFor()
+      await visit(page, '11-lead-delete-confirm')
+      await page.getByRole('button', { name: 'Delete lead' }).focus()
+      await page.keyboard.press('Enter')
+      await page.waitForURL(`${base}/app/leads?deleted=1`)
+      await page.getByText('Lead deleted.').waitFor()
+      await expect(page.locator('#lead-results tbody tr').count()).resolves.toBe(3)
+      await expect(page.locator('#lead-results').textContent()).resolves.not.toContain('lead-2@example.com')
+
+      // A second source, deleted after its confirmation page; the first one stays.
+      await page.getByRole('link', { name: 'Sources' }).click()
+      await page.getByLabel('New source name').fill('Old landing page')
+      await page.getByRole('button', { name: 'Create source' }).click()
+      await page.getByRole('heading', { name: 'Source created' }).waitFor()
+      await page.getByRole('link', { name: 'Delete this source…' }).click()
+      await page.getByRole('heading', { name: 'Delete Old landing page?' }).waitFor()
+      await visit(page, '12-source-delete-confirm')
+      await page.getByRole('button', { name: 'Delete source' }).click()
+      await page.waitForURL(`${base}/app/sources?deleted=1`)
+      await page.getByText('Source deleted.').waitFor()
+      await expect(page.locator('table').textContent()).resolves.not.toContain('Old landing page')
+      await expect(page.locator('table').textContent()).resolves.toContain('Contact form')
+
       // A personal access token: created and shown once, works, revoked, stops.
       await page.getByRole('link', { name: 'Access tokens' }).click()
       await page.getByLabel('Name').fill('ci export')
@@ -240,7 +276,7 @@ describe('the dashboard journey', () => {
       const token = await page.getByLabel('Token', { exact: true }).inputValue()
       const api = () => fetch(`${base}/api/v2/leads`, { headers: { authorization: `Bearer ${token}` } })
       expect((await api()).status).toBe(200)
-      await visit(page, '10-token-created')
+      await visit(page, '13-token-created')
       await page.getByRole('button', { name: 'Revoke ci export' }).click()
       await page.getByText('Token revoked.').waitFor()
       expect((await api()).status).toBe(401)
@@ -250,10 +286,30 @@ describe('the dashboard journey', () => {
       const viewerEmail = `viewer-${crypto.randomUUID()}@example.com`
       await page.getByLabel('E-mail').fill(viewerEmail)
       await page.getByLabel('Initial password').fill(PASSWORD)
-      await page.getByLabel('Role').selectOption('viewer')
+      await page.getByLabel('Role', { exact: true }).selectOption('viewer')
       await page.getByRole('button', { name: 'Add member' }).click()
       await page.getByText(`${viewerEmail} added.`).waitFor()
-      await visit(page, '11-members')
+      // Another member: made admin, then removed after the confirmation page.
+      const tempEmail = `temp-${crypto.randomUUID()}@example.com`
+      await page.getByLabel('E-mail').fill(tempEmail)
+      await page.getByLabel('Initial password').fill(PASSWORD)
+      await page.getByLabel('Role', { exact: true }).selectOption('member')
+      await page.getByRole('button', { name: 'Add member' }).click()
+      await page.getByText(`${tempEmail} added.`).waitFor()
+      const tempRow = page.getByRole('row').filter({ hasText: tempEmail })
+      await page.getByLabel(`Role of ${tempEmail}`).selectOption('admin')
+      await tempRow.getByRole('button', { name: 'Change role' }).click()
+      await page.getByText(`${tempEmail} is now admin.`).waitFor()
+      await visit(page, '14-members')
+      // The link's name carries the member's e-mail (visually hidden), so a list of links says whom it removes.
+      const remove = tempRow.getByRole('link', { name: /^Remove/ })
+      await expect(remove.evaluate((link) => link.textContent)).resolves.toContain(tempEmail)
+      await remove.click()
+      await page.getByRole('heading', { name: `Remove ${tempEmail}?` }).waitFor()
+      await visit(page, '15-member-remove-confirm')
+      await page.getByRole('button', { name: 'Remove member' }).click()
+      await page.getByText(`${tempEmail} removed.`).waitFor()
+      await expect(page.locator('table').textContent()).resolves.not.toContain(tempEmail)
       await page.getByRole('button', { name: 'Sign out' }).click()
       await page.waitForURL(`${base}/app/sign-in`)
       await page.getByLabel('E-mail').fill(viewerEmail)
@@ -263,17 +319,24 @@ describe('the dashboard journey', () => {
       await expect(
         page.getByRole('navigation', { name: 'Main' }).getByRole('link').allTextContents(),
       ).resolves.toEqual(['Leads', 'Access tokens'])
-      await expect(page.locator('#lead-results tbody tr').count()).resolves.toBe(4)
-      await visit(page, '12-viewer-leads')
+      await expect(page.locator('#lead-results tbody tr').count()).resolves.toBe(3)
+      await visit(page, '16-viewer-leads')
+      // The viewer's lead page: the fields as text, no form, no way to delete.
+      await page.getByRole('link', { name: 'Lead 0 Lovelace' }).click()
+      await page.getByRole('heading', { name: 'Lead 0 Lovelace' }).waitFor()
+      await expect(page.getByRole('button', { name: 'Save lead' }).count()).resolves.toBe(0)
+      await expect(page.getByRole('link', { name: 'Delete this lead…' }).count()).resolves.toBe(0)
+      await expect(page.locator('main').textContent()).resolves.toContain('qualified')
+      await visit(page, '17-viewer-lead')
       const forbidden = await page.goto(`${base}${sourcePath}`)
       expect(forbidden!.status()).toBe(403)
-      await visit(page, '13-viewer-forbidden')
+      await visit(page, '18-viewer-forbidden')
 
       // A phone-sized screen: no horizontal scrolling of the page itself.
       await page.setViewportSize({ width: 375, height: 800 })
       await page.goto(`${base}/app/leads`)
       expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(375)
-      await shot(page, '14-viewer-phone')
+      await shot(page, '19-viewer-phone')
 
       expect(errors).toEqual([])
       // Browsers ask for /favicon.ico on their own; the only other failure is the viewer's 403.

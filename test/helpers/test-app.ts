@@ -3,7 +3,7 @@ import { type Config, loadConfig } from '../../src/config'
 import { type AppContext, type ContextOverrides, createContext } from '../../src/context'
 import { type DatabaseHandle, openDatabase } from '../../src/db/client'
 import { runMigrations } from '../../src/db/migrate'
-import { createMemoryLogger } from '../../src/lib/logger'
+import { createMemoryLogger, type LogFields } from '../../src/lib/logger'
 import { MemoryRateLimiter } from '../../src/lib/rate-limit'
 import { buildServices } from '../../src/services'
 import { contractOf } from './contract'
@@ -18,6 +18,9 @@ export function testConfig(overrides: Record<string, string> = {}): Config {
   return loadConfig({
     DATABASE_URL: process.env.DATABASE_URL,
     REDIS_URL: process.env.REDIS_URL,
+    // The client switches (docs/benchmarks.md): the suite runs with each of them on and off.
+    DATABASE_DRIVER: process.env.DATABASE_DRIVER,
+    REDIS_DRIVER: process.env.REDIS_DRIVER,
     LOG_LEVEL: 'silent',
     PUBLIC_BASE_URL: 'http://lead-capture.test',
     // app.handle has no socket: the peer counts as loopback, so tests can set X-Forwarded-For.
@@ -51,16 +54,30 @@ export interface TestAppOptions extends Omit<ContextOverrides, 'database'> {
   contract?: boolean
 }
 
+/** The lines each test context's memory logger kept (loggedLines). */
+const memoryLogs = new WeakMap<AppContext, LogFields[]>()
+
 export async function makeTestContext(options: TestAppOptions = {}): Promise<AppContext> {
   const { env, contract: _contract, ...overrides } = options
   const config = testConfig(env)
   const database = await testDatabase()
-  return createContext(config, {
-    logger: createMemoryLogger('debug'),
+  const logger = createMemoryLogger('debug')
+  const ctx = await createContext(config, {
+    logger,
     rateLimitKeyPrefix: `rl:test:${crypto.randomUUID()}:`,
     ...overrides,
     database,
   })
+  if (ctx.logger === logger) memoryLogs.set(ctx, logger.lines)
+  return ctx
+}
+
+/** What a test context logged so far, one object per line (what stdout would have received). */
+export function loggedLines(ctx: AppContext): LogFields[] {
+  const lines = memoryLogs.get(ctx)
+  if (!lines)
+    throw new Error('loggedLines: this context was not made by makeTestContext with its memory logger')
+  return lines
 }
 
 /**

@@ -1,6 +1,6 @@
 import { beforeAll, describe, expect, test } from 'bun:test'
 import { eq } from 'drizzle-orm'
-import { personalAccessTokens, users, webhookSources } from '../../src/db/schema'
+import { leads, personalAccessTokens, users, webhookSources } from '../../src/db/schema'
 import { FakeClock } from '../../src/lib/clock'
 import { ROLES, type Role } from '../../src/lib/permissions'
 import type { Principal } from '../../src/modules/auth/credentials'
@@ -49,7 +49,9 @@ async function organizationWithData(
     options.role && options.role !== 'owner'
       ? await createUser(ctx, organization.id, { role: options.role })
       : user
-  return { organization, user, actor, source, apiKey, logId: entry!.id, lead, pat }
+  // A member the member routes act on: a viewer, whom every role allowed to manage members may change.
+  const member = await createUser(ctx, organization.id, { role: 'viewer' })
+  return { organization, user, actor, source, apiKey, logId: entry!.id, lead, pat, member }
 }
 
 /** The logs as the service lists them (it holds no state, so a service of its own reads the same rows). */
@@ -65,6 +67,8 @@ const RESOURCE_ROUTES: Array<{
   method: 'GET' | 'POST'
   path: (data: Data) => string
   form?: Record<string, string>
+  /** A list filtered by another organization's id: 200 and none of their rows, not a 404. */
+  filter?: true
 }> = [
   { method: 'GET', path: (data) => `/app/sources/${data.source.id}` },
   { method: 'POST', path: (data) => `/app/sources/${data.source.id}`, form: { name: 'Taken over' } },
@@ -76,13 +80,35 @@ const RESOURCE_ROUTES: Array<{
   { method: 'GET', path: (data) => `/app/sources/${data.source.id}/logs` },
   { method: 'GET', path: (data) => `/app/sources/${data.source.id}/logs/${data.logId}` },
   { method: 'POST', path: (data) => `/app/tokens/${data.pat.tokenId}/revoke` },
-  { method: 'GET', path: (data) => `/app/leads?source_id=${data.source.id}` },
-  { method: 'GET', path: (data) => `/app/leads/export.csv?source_id=${data.source.id}` },
+  { method: 'GET', path: (data) => `/app/leads?source_id=${data.source.id}`, filter: true },
+  { method: 'GET', path: (data) => `/app/leads/export.csv?source_id=${data.source.id}`, filter: true },
+  { method: 'GET', path: (data) => `/app/sources/${data.source.id}/delete` },
+  { method: 'POST', path: (data) => `/app/sources/${data.source.id}/delete` },
+  { method: 'GET', path: (data) => `/app/leads/${data.lead.id}` },
+  {
+    method: 'POST',
+    path: (data) => `/app/leads/${data.lead.id}`,
+    form: { email: 'taken-over@example.com', status: 'stolen' },
+  },
+  { method: 'GET', path: (data) => `/app/leads/${data.lead.id}/delete` },
+  { method: 'POST', path: (data) => `/app/leads/${data.lead.id}/delete` },
+  { method: 'POST', path: (data) => `/app/members/${data.member.id}/role`, form: { role: 'owner' } },
+  { method: 'GET', path: (data) => `/app/members/${data.member.id}/remove` },
+  { method: 'POST', path: (data) => `/app/members/${data.member.id}/remove` },
 ]
+
+/** The route labels of the tables: the paths with their parameters named. */
+const PLACEHOLDERS = {
+  source: { id: ':id' },
+  logId: ':log_id',
+  pat: { tokenId: ':token_id' },
+  lead: { id: ':lead_id' },
+  member: { id: ':user_id' },
+} as unknown as Data
 
 describe('BOLA: another organization’s resources', () => {
   for (const route of RESOURCE_ROUTES) {
-    const label = `${route.method} ${route.path({ source: { id: ':id' }, logId: ':log_id', pat: { tokenId: ':token_id' } } as unknown as Data)}`
+    const label = `${route.method} ${route.path(PLACEHOLDERS)}`
     test(`${label}: never shows or changes them`, async () => {
       const clock = new FakeClock(Date.UTC(2026, 0, 1, 12))
       const { app, ctx } = await makeTestApp({ clock })
@@ -94,7 +120,7 @@ describe('BOLA: another organization’s resources', () => {
           ? await client.get(route.path(theirs))
           : await client.submit('/app/tokens', route.path(theirs), route.form ?? {})
       const body = await response.text()
-      if (route.path(theirs).startsWith('/app/leads')) {
+      if (route.filter) {
         // A filter naming another organization's source matches nothing of theirs.
         expect(response.status).toBe(200)
         expect(body).not.toContain(theirs.lead.email!)
@@ -118,26 +144,59 @@ describe('BOLA: another organization’s resources', () => {
         .from(personalAccessTokens)
         .where(eq(personalAccessTokens.id, theirs.pat.tokenId))
       expect(pat!.revokedAt).toBeNull()
+      const [lead] = await ctx.db.select().from(leads).where(eq(leads.id, theirs.lead.id))
+      expect({ email: lead?.email, status: lead?.status }).toEqual({
+        email: theirs.lead.email,
+        status: theirs.lead.status,
+      })
+      const [member] = await ctx.db.select().from(users).where(eq(users.id, theirs.member.id))
+      expect(member?.role).toBe('viewer')
     })
   }
+
+  test('the table covers every dashboard route that names something', async () => {
+    const { app } = await makeTestApp()
+    const shape = (path: string) => path.split('?')[0]!.replace(/:[a-z_]+/g, ':')
+    const named = (app.routes as Array<{ method: string; path: string }>)
+      .filter((route) => route.path.startsWith('/app/') && route.path.includes(':'))
+      .filter((route) => route.path !== '/app/assets/:file')
+      .map((route) => `${route.method} ${shape(route.path)}`)
+    const covered = new Set(
+      RESOURCE_ROUTES.map((route) => `${route.method} ${shape(route.path(PLACEHOLDERS))}`),
+    )
+    expect(named).toContain('POST /app/members/:/remove')
+    expect(named.filter((route) => !covered.has(route))).toEqual([])
+  })
 
   test('an id that is not a UUID is a 404 page too', async () => {
     const { app, ctx } = await makeTestApp()
     const owner = await createSignedInUser(ctx)
     const client = await DashboardClient.signedIn(app, ctx, owner.user.id)
-    for (const path of ['/app/sources/nope', '/app/sources/nope/logs/also-nope']) {
+    for (const path of [
+      '/app/sources/nope',
+      '/app/sources/nope/logs/also-nope',
+      '/app/sources/nope/delete',
+      '/app/leads/nope',
+      '/app/leads/nope/delete',
+      '/app/members/nope/remove',
+    ]) {
       const response = await client.get(path)
       expect({ path, status: response.status }).toEqual({ path, status: 404 })
     }
   })
 })
 
-/** Every page and action, with what the API route behind it requires. */
+/**
+ * Every page and action, with what the API route behind it requires. The deletions come last
+ * (each answers 303 to its list), so the pages before them still find what they name.
+ */
 const PAGES: Array<{
   method: 'GET' | 'POST'
   path: (data: Data) => string
   requires: keyof typeof PAGE_ACCESS
   form?: (data: Data) => Record<string, string>
+  /** Where an allowed deletion sends the browser (Post/Redirect/Get). */
+  redirectsTo?: string
 }> = [
   { method: 'GET', path: () => '/app/sources', requires: 'sources' },
   { method: 'POST', path: () => '/app/sources', requires: 'createSource', form: () => ({ name: 'New' }) },
@@ -171,6 +230,42 @@ const PAGES: Array<{
       role: 'viewer',
     }),
   },
+  { method: 'GET', path: (data) => `/app/leads/${data.lead.id}`, requires: 'leads' },
+  {
+    method: 'POST',
+    path: (data) => `/app/leads/${data.lead.id}`,
+    requires: 'editLead',
+    form: (data) => ({ email: data.lead.email!, status: 'qualified' }),
+  },
+  { method: 'GET', path: (data) => `/app/leads/${data.lead.id}/delete`, requires: 'deleteLead' },
+  { method: 'GET', path: (data) => `/app/sources/${data.source.id}/delete`, requires: 'deleteSource' },
+  {
+    method: 'POST',
+    path: (data) => `/app/members/${data.member.id}/role`,
+    requires: 'members',
+    form: () => ({ role: 'member' }),
+  },
+  { method: 'GET', path: (data) => `/app/members/${data.member.id}/remove`, requires: 'members' },
+  {
+    method: 'POST',
+    path: (data) => `/app/members/${data.member.id}/remove`,
+    requires: 'members',
+    form: () => ({}),
+  },
+  {
+    method: 'POST',
+    path: (data) => `/app/leads/${data.lead.id}/delete`,
+    requires: 'deleteLead',
+    form: () => ({}),
+    redirectsTo: '/app/leads?deleted=1',
+  },
+  {
+    method: 'POST',
+    path: (data) => `/app/sources/${data.source.id}/delete`,
+    requires: 'deleteSource',
+    form: () => ({}),
+    redirectsTo: '/app/sources?deleted=1',
+  },
 ]
 
 describe('permissions and plans: a page allows exactly what its API route allows', () => {
@@ -192,7 +287,13 @@ describe('permissions and plans: a page allows exactly what its API route allows
               : await client.submit('/app/tokens', path, page.form?.(data) ?? {})
           const allowed = allows(principal, PAGE_ACCESS[page.requires])
           const label = `${page.method} ${path}`
-          if (allowed)
+          if (allowed && page.redirectsTo) {
+            expect({ label, status: response.status, location: response.headers.get('location') }).toEqual({
+              label,
+              status: 303,
+              location: page.redirectsTo,
+            })
+          } else if (allowed)
             expect({ label, ok: [200, 201].includes(response.status) }).toEqual({ label, ok: true })
           else {
             expect({ label, status: response.status }).toEqual({ label, status: 403 })
@@ -228,6 +329,11 @@ describe('permissions and plans: a page allows exactly what its API route allows
     expect(leads).toContain('action="/app/sign-out"')
     const tokens = await (await client.get('/app/tokens')).text()
     expect(tokens).not.toContain('Create token')
+    // The lead's own page: its fields as text, no edit form, no way to delete.
+    const lead = await (await client.get(`/app/leads/${data.lead.id}`)).text()
+    expect(lead).toContain(data.lead.email!)
+    expect([...lead.matchAll(/method="post"/g)]).toHaveLength(1)
+    expect(lead).not.toContain('/delete"')
   })
 
   test('a free plan sees its sources without health, and no settings form', async () => {
@@ -511,6 +617,168 @@ describe('pages', () => {
     })
     expect(badEmail.status).toBe(400)
     expect(await badEmail.text()).toContain('/email')
+  })
+
+  test('a lead: its page, edited through the form as the API validates it, deleted after a confirmation', async () => {
+    const { app, ctx } = await makeTestApp()
+    const owner = await createSignedInUser(ctx)
+    const lead = await createLead(ctx, owner.organization.id, {
+      firstName: 'Ada',
+      email: 'ada@acme.io',
+      customFields: { company: 'Acme' },
+    })
+    await createLead(ctx, owner.organization.id, { email: 'taken@acme.io' })
+    const client = await DashboardClient.signedIn(app, ctx, owner.user.id)
+    const list = await (await client.get('/app/leads')).text()
+    expect(list).toContain(`<a href="/app/leads/${lead.id}">Ada</a>`)
+    const page = `/app/leads/${lead.id}`
+    const form = {
+      first_name: 'Ada',
+      last_name: 'Lovelace',
+      email: 'ADA@acme.io ',
+      phone_raw: '+44 20 7946 0958',
+      status: 'qualified',
+      custom_fields: '{"company": "Engines, Ltd"}',
+    }
+    const saved = await client.submit(page, page, form)
+    expect(saved.status).toBe(200)
+    expect(await saved.text()).toContain('Lead saved.')
+    const [row] = await ctx.db.select().from(leads).where(eq(leads.id, lead.id))
+    expect({
+      lastName: row!.lastName,
+      email: row!.email,
+      emailNormalized: row!.emailNormalized,
+      phoneE164: row!.phoneE164,
+      status: row!.status,
+      customFields: row!.customFields,
+    }).toEqual({
+      lastName: 'Lovelace',
+      email: 'ADA@acme.io',
+      emailNormalized: 'ada@acme.io',
+      phoneE164: '+442079460958',
+      status: 'qualified',
+      customFields: { company: 'Engines, Ltd' },
+    })
+    // Refusals come back on the page, naming the field, as the API's statuses; nothing changes.
+    const refusals: Array<[Record<string, string>, number, string]> = [
+      [{ email: 'not an e-mail' }, 400, '/email'],
+      [{ phone_raw: '12' }, 400, '/phone_raw'],
+      [{ status: 'x'.repeat(51) }, 400, '/status'],
+      [{ custom_fields: '{not json' }, 400, '/custom_fields'],
+      [{ custom_fields: '{"bad name!": 1}' }, 400, '/custom_fields'],
+      [{ email: '', phone_raw: '' }, 400, 'at least one of a valid e-mail or phone'],
+      [{ email: 'taken@acme.io' }, 409, 'already has this e-mail address'],
+    ]
+    for (const [change, status, named] of refusals) {
+      const response = await client.submit(page, page, { ...form, ...change })
+      const html = await response.text()
+      expect({ change, status: response.status, named: html.includes(named) }).toEqual({
+        change,
+        status,
+        named: true,
+      })
+    }
+    const [unchanged] = await ctx.db.select().from(leads).where(eq(leads.id, lead.id))
+    expect(unchanged!.updatedAt).toEqual(row!.updatedAt)
+
+    const confirm = await client.get(`${page}/delete`)
+    expect(confirm.status).toBe(200)
+    const confirmation = await confirm.text()
+    expect(confirmation).toContain(`action="/app/leads/${lead.id}/delete"`)
+    expect(confirmation).toContain(`href="${page}"`)
+    // Showing the confirmation deletes nothing.
+    expect(await ctx.db.select().from(leads).where(eq(leads.id, lead.id))).toHaveLength(1)
+    const deleted = await client.submit(`${page}/delete`, `${page}/delete`)
+    expect(deleted.status).toBe(303)
+    expect(deleted.headers.get('location')).toBe('/app/leads?deleted=1')
+    expect(await ctx.db.select().from(leads).where(eq(leads.id, lead.id))).toHaveLength(0)
+    expect(await (await client.get('/app/leads?deleted=1')).text()).toContain('Lead deleted.')
+    expect((await client.get(page)).status).toBe(404)
+  })
+
+  test('a source deleted after a confirmation: its URL stops at once, its leads stay', async () => {
+    const { app, ctx } = await makeTestApp()
+    const owner = await createSignedInUser(ctx)
+    const { source, apiKey } = await createSource(ctx, owner.organization.id, { name: 'Old form' })
+    const lead = await createLead(ctx, owner.organization.id, { sourceId: source.id })
+    const client = await DashboardClient.signedIn(app, ctx, owner.user.id)
+    const page = await (await client.get(`/app/sources/${source.id}`)).text()
+    expect(page).toContain(`href="/app/sources/${source.id}/delete"`)
+    const confirmation = await (await client.get(`/app/sources/${source.id}/delete`)).text()
+    expect(confirmation).toContain('Delete Old form?')
+    expect(confirmation).toContain(`action="/app/sources/${source.id}/delete"`)
+    const deleted = await client.submit(
+      `/app/sources/${source.id}/delete`,
+      `/app/sources/${source.id}/delete`,
+    )
+    expect(deleted.status).toBe(303)
+    expect(deleted.headers.get('location')).toBe('/app/sources?deleted=1')
+    expect(await ctx.db.select().from(webhookSources).where(eq(webhookSources.id, source.id))).toHaveLength(0)
+    const inbound = await app.handle(
+      request('POST', `/api/webhook/lead/${apiKey}`, { json: { email: 'late@example.com' } }),
+    )
+    expect(inbound.status).toBe(404)
+    expect(await ctx.db.select().from(leads).where(eq(leads.id, lead.id))).toHaveLength(1)
+    const list = await (await client.get('/app/sources?deleted=1')).text()
+    expect(list).toContain('Source deleted.')
+    expect(list).not.toContain('Old form')
+  })
+
+  test('members: role changes and removals under the API rules (rank, last owner), each named on the page', async () => {
+    const { app, ctx } = await makeTestApp()
+    const owner = await createSignedInUser(ctx)
+    const admin = await createUser(ctx, owner.organization.id, { role: 'admin' })
+    const viewer = await createUser(ctx, owner.organization.id, { role: 'viewer' })
+    const viewerSession = await createSession(ctx, viewer.id)
+    const asAdmin = await DashboardClient.signedIn(app, ctx, admin.id)
+    const members = await (await asAdmin.get('/app/members')).text()
+    // Controls for the admin's equals and those below; none for the owner.
+    expect(members).toContain(`action="/app/members/${viewer.id}/role"`)
+    expect(members).toContain(`action="/app/members/${admin.id}/role"`)
+    expect(members).not.toContain(`action="/app/members/${owner.user.id}/role"`)
+    expect(members).toContain(
+      `<label for="role-${viewer.id}" class="visually-hidden">Role of ${viewer.email}</label>`,
+    )
+
+    const promoted = await asAdmin.submit('/app/members', `/app/members/${viewer.id}/role`, {
+      role: 'member',
+    })
+    expect(promoted.status).toBe(200)
+    expect(await promoted.text()).toContain(`${viewer.email} is now member.`)
+    const roleOf = async (id: string) => (await ctx.db.select().from(users).where(eq(users.id, id)))[0]?.role
+    expect(await roleOf(viewer.id)).toBe('member')
+    const refusals: Array<[string, Record<string, string>, number]> = [
+      [`/app/members/${viewer.id}/role`, { role: 'owner' }, 403],
+      [`/app/members/${owner.user.id}/role`, { role: 'viewer' }, 403],
+      [`/app/members/${owner.user.id}/remove`, {}, 403],
+      [`/app/members/${viewer.id}/role`, { role: 'superuser' }, 400],
+    ]
+    for (const [path, form, status] of refusals) {
+      const response = await asAdmin.submit('/app/members', path, form)
+      expect({ path, form, status: response.status }).toEqual({ path, form, status })
+      expect(await response.text()).toContain('role="alert"')
+    }
+    expect(await roleOf(owner.user.id)).toBe('owner')
+    // The last owner stays.
+    const asOwner = await DashboardClient.signedIn(app, ctx, owner.user.id)
+    const demoted = await asOwner.submit('/app/members', `/app/members/${owner.user.id}/role`, {
+      role: 'admin',
+    })
+    expect(demoted.status).toBe(409)
+    expect(await demoted.text()).toContain('at least one owner')
+
+    const confirmation = await (await asAdmin.get(`/app/members/${viewer.id}/remove`)).text()
+    expect(confirmation).toContain(`Remove ${viewer.email}?`)
+    expect(await roleOf(viewer.id)).toBe('member')
+    const removed = await asAdmin.submit(
+      `/app/members/${viewer.id}/remove`,
+      `/app/members/${viewer.id}/remove`,
+    )
+    expect(removed.status).toBe(200)
+    expect(await removed.text()).toContain(`${viewer.email} removed.`)
+    expect(await roleOf(viewer.id)).toBeUndefined()
+    // Their session stops at once, in the API as on /app.
+    expect((await app.handle(request('GET', '/api/auth/me', { token: viewerSession }))).status).toBe(401)
   })
 
   test('assets are served from the pinned packages, with an ETag; pages load nothing from elsewhere', async () => {

@@ -1,10 +1,10 @@
 import { beforeAll, describe, expect, test } from 'bun:test'
 import { eq } from 'drizzle-orm'
-import { webhookSources } from '../../src/db/schema'
+import { leads, users, webhookSources } from '../../src/db/schema'
 import { FakeClock } from '../../src/lib/clock'
 import { SESSION_COOKIE, SESSION_IDLE_MS } from '../../src/modules/auth/credentials'
 import { csrfTokenIn, DashboardClient, SITE } from '../helpers/dashboard'
-import { createSession, createSignedInUser, createSource } from '../helpers/factories'
+import { createLead, createSession, createSignedInUser, createSource, createUser } from '../helpers/factories'
 import { makeTestApp, request, testDatabase } from '../helpers/test-app'
 
 beforeAll(async () => {
@@ -60,6 +60,10 @@ describe('entry points', () => {
       '/app/leads/export.csv',
       '/app/tokens',
       '/app/members',
+      `/app/sources/${source.id}/delete`,
+      `/app/leads/${crypto.randomUUID()}`,
+      `/app/leads/${crypto.randomUUID()}/delete`,
+      `/app/members/${owner.user.id}/remove`,
     ]
     for (const path of paths) {
       const response = await app.handle(request('GET', path))
@@ -298,9 +302,14 @@ describe('the session cookie', () => {
 
 describe('CSRF', () => {
   // Every state-changing dashboard route, with a form that would succeed with the right token.
-  type Fixture = { sourceId: string; tokenId: string }
+  type Fixture = { sourceId: string; tokenId: string; leadId: string; memberId: string }
   const routes: Array<{ path: (fixture: Fixture) => string; form: Record<string, string> }> = [
     { path: () => '/app/sources', form: { name: 'Forged source' } },
+    { path: ({ leadId }) => `/app/leads/${leadId}`, form: { email: 'forged@example.com' } },
+    { path: ({ leadId }) => `/app/leads/${leadId}/delete`, form: {} },
+    { path: ({ memberId }) => `/app/members/${memberId}/role`, form: { role: 'owner' } },
+    { path: ({ memberId }) => `/app/members/${memberId}/remove`, form: {} },
+    { path: ({ sourceId }) => `/app/sources/${sourceId}/delete`, form: {} },
     { path: ({ sourceId }) => `/app/sources/${sourceId}`, form: { name: 'Forged name' } },
     { path: ({ sourceId }) => `/app/sources/${sourceId}/regenerate-key`, form: { grace_seconds: '0' } },
     { path: () => '/app/tokens', form: { name: 'forged token' } },
@@ -318,13 +327,28 @@ describe('CSRF', () => {
     const { source } = await createSource(ctx, owner.organization.id, { name: 'Original' })
     const { createPat } = await import('../helpers/factories')
     const { tokenId } = await createPat(ctx, owner.user)
+    const lead = await createLead(ctx, owner.organization.id, { email: 'original@example.com' })
+    const member = await createUser(ctx, owner.organization.id, { role: 'viewer' })
     const client = await DashboardClient.signedIn(app, ctx, owner.user.id)
     const token = csrfTokenIn(await (await client.get('/app/tokens')).text())
-    return { app, ctx, owner, source, client, token, fixture: { sourceId: source.id, tokenId } }
+    const fixture = { sourceId: source.id, tokenId, leadId: lead.id, memberId: member.id }
+    return { app, ctx, owner, source, client, token, fixture }
   }
 
+  test('the table covers every state-changing dashboard route (sign-in and sign-up have their own test)', async () => {
+    const { app } = await makeTestApp()
+    const placeholders = { sourceId: ':', tokenId: ':', leadId: ':', memberId: ':' }
+    const covered = new Set(routes.map((route) => route.path(placeholders)))
+    const posts = (app.routes as Array<{ method: string; path: string }>)
+      .filter((route) => route.method !== 'GET' && route.path.startsWith('/app'))
+      .map((route) => `${route.method} ${route.path.replace(/:[a-z_]+/g, ':')}`)
+      .filter((route) => !['POST /app/sign-in', 'POST /app/sign-up'].includes(route))
+    expect(posts).toContain('POST /app/tokens/:/revoke')
+    expect(posts.filter((route) => !covered.has(route.replace(/^POST /, '')))).toEqual([])
+  })
+
   for (const route of routes) {
-    test(`POST ${route.path({ sourceId: ':id', tokenId: ':token_id' })}: refused cross-site, without Origin, without or with a wrong token`, async () => {
+    test(`POST ${route.path({ sourceId: ':id', tokenId: ':token_id', leadId: ':lead_id', memberId: ':user_id' })}: refused cross-site, without Origin, without or with a wrong token`, async () => {
       const { ctx, source, client, token, fixture } = await setup()
       const attempts: Array<{ label: string; headers: Record<string, string>; csrf?: string }> = [
         { label: 'cross-site Origin', headers: { origin: 'https://evil.example' }, csrf: token },
@@ -364,6 +388,10 @@ describe('CSRF', () => {
         name: 'Original',
         keyHint: source.keyHint,
       })
+      const [lead] = await ctx.db.select().from(leads).where(eq(leads.id, fixture.leadId))
+      expect(lead?.email).toBe('original@example.com')
+      const [member] = await ctx.db.select().from(users).where(eq(users.id, fixture.memberId))
+      expect(member?.role).toBe('viewer')
       expect((await client.get('/app/tokens')).status).toBe(200)
       // The same request from the site itself goes through.
       const genuine = await client.send('POST', route.path(fixture), {

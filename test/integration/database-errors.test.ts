@@ -7,9 +7,7 @@ import { RequestRegistry } from '../../src/lib/http'
 import { DATABASE_UNAVAILABLE_HOLD_MS, healthModule } from '../../src/modules/health'
 import { errorsPlugin } from '../../src/plugins/errors'
 import { requestContextPlugin } from '../../src/plugins/request-context'
-import { makeTestContext, request } from '../helpers/test-app'
-
-type Lines = Array<Record<string, unknown>>
+import { loggedLines, makeTestContext, request } from '../helpers/test-app'
 
 /**
  * One description of a database error (src/lib/errors.ts describeDatabaseError): SQLSTATE,
@@ -101,7 +99,7 @@ describe('the errors plugin uses it', () => {
       message: 'an unexpected error occurred',
       request_id: response.headers.get('x-request-id'),
     })
-    const lines = (ctx.logger as unknown as { lines: Lines }).lines
+    const lines = loggedLines(ctx)
     const logged = lines.find((line) => line.msg === 'unhandled error')
     expect(logged).toMatchObject({
       level: 'error',

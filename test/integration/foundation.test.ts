@@ -2,7 +2,7 @@ import { describe, expect, test } from 'bun:test'
 import { createApp } from '../../src/app'
 import { FakeClock } from '../../src/lib/clock'
 import { generateSecret } from '../../src/lib/secrets'
-import { makeTestApp, makeTestContext, request } from '../helpers/test-app'
+import { loggedLines, makeTestApp, makeTestContext, request } from '../helpers/test-app'
 
 function expectRateLimitHeaders(response: Response, limit: number) {
   expect(response.headers.get('x-ratelimit-limit')).toBe(String(limit))
@@ -74,7 +74,7 @@ describe('errors and headers', () => {
       message: 'an unexpected error occurred',
       request_id: response.headers.get('x-request-id'),
     })
-    const lines = (ctx.logger as unknown as { lines: Array<Record<string, unknown>> }).lines
+    const lines = loggedLines(ctx)
     expect(
       lines.some(
         (line) => line.msg === 'unhandled error' && JSON.stringify(line).includes('secret internal'),
@@ -171,7 +171,7 @@ describe('logging', () => {
     await app.handle(request('GET', `/api/unknown/${key}?x=1`, { headers: { 'x-request-id': 'log-test' } }))
     // onAfterResponse runs after the response is returned.
     await Bun.sleep(5)
-    const lines = (ctx.logger as unknown as { lines: Array<Record<string, unknown>> }).lines
+    const lines = loggedLines(ctx)
     const line = lines.find((entry) => entry.request_id === 'log-test')
     expect(line).toMatchObject({ level: 'info', msg: 'request', method: 'GET', status: 404 })
     expect(String(line?.path)).toMatch(/^\/api\/unknown\/flwh_[0-9A-Za-z]{4}…[0-9A-Za-z]{4}$/)

@@ -202,6 +202,54 @@ describe('GET /api/v2/leads/export.csv', () => {
     expect(chunks).toBeGreaterThanOrEqual(Math.ceil(total / CSV_EXPORT_BATCH_ROWS))
   })
 
+  test("a filter holds across pages: every page of a source's leads, none of another, each row as the JSON list", async () => {
+    const { app, ctx, token, organization } = await makeSignedInApp()
+    const a = (await createSource(ctx, organization.id)).source
+    const b = (await createSource(ctx, organization.id)).source
+    // Interleaved, so every page of the keyset walk skips rows of the other source.
+    const total = CSV_EXPORT_BATCH_ROWS * 3 + 11
+    const rows = Array.from({ length: total }, (_, index) => {
+      const id = newId()
+      return {
+        id,
+        organizationId: organization.id,
+        sourceId: index % 3 === 0 ? b.id : a.id,
+        email: `paged-${index}-${id}@example.com`,
+        emailNormalized: `paged-${index}-${id}@example.com`,
+        firstName: index % 7 === 0 ? '=formula' : `Name ${index}`,
+        customFields: { index },
+      }
+    })
+    for (let start = 0; start < total; start += 500)
+      await ctx.db.insert(leads).values(rows.slice(start, start + 500))
+    const { text } = await exportCsv(app, token, `source_id=${a.id}`)
+    const records = csvRecords(text)
+    const expected = rows.filter((row) => row.sourceId === a.id)
+    expect(expected.length).toBeGreaterThan(CSV_EXPORT_BATCH_ROWS * 2)
+    expect(records.map((record) => record.lead_id)).toEqual(await listedIds(app, token, `source_id=${a.id}`))
+    expect(records.map((record) => record.lead_id)).toEqual(
+      expected
+        .map((row) => row.id)
+        .sort()
+        .reverse(),
+    )
+    const byId = new Map(expected.map((row) => [row.id, row]))
+    for (const record of records) {
+      const row = byId.get(record.lead_id!)!
+      expect({
+        source: record.source_id,
+        email: record.email,
+        name: record.first_name,
+        custom: JSON.parse(record.custom_fields!),
+      }).toEqual({
+        source: a.id,
+        email: row.email,
+        name: row.firstName.startsWith('=') ? `'${row.firstName}` : row.firstName,
+        custom: row.customFields,
+      })
+    }
+  })
+
   test('the stream pulls a page from the database only when the client has read the previous one', async () => {
     const { app, ctx, services, token, organization } = await makeSignedInApp()
     const pages = 6
@@ -219,13 +267,14 @@ describe('GET /api/v2/leads/export.csv', () => {
       )
     }
     // Counts the service's page queries (the repository is the service's own, built per context).
-    const repository = (services.leads as unknown as { repository: { list: (...args: never[]) => unknown } })
-      .repository
-    const list = repository.list.bind(repository)
+    const repository = (
+      services.leads as unknown as { repository: { exportPage: (...args: never[]) => unknown } }
+    ).repository
+    const exportPage = repository.exportPage.bind(repository)
     let queries = 0
-    repository.list = (...args: never[]) => {
+    repository.exportPage = (...args: never[]) => {
       queries++
-      return list(...args)
+      return exportPage(...args)
     }
     const response = await call(app, token, 'GET', EXPORT)
     const reader = response.body!.getReader()

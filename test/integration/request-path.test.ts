@@ -4,7 +4,7 @@ import { createApp } from '../../src/app'
 import type { AppContext } from '../../src/context'
 import { requestPath } from '../../src/lib/http'
 import { createSource } from '../helpers/factories'
-import { makeSignedInApp, makeTestApp, request } from '../helpers/test-app'
+import { loggedLines, makeSignedInApp, makeTestApp, request } from '../helpers/test-app'
 
 /**
  * One canonical path (src/lib/http.ts requestPath) for routing, rate limits, probe exemptions and
@@ -109,7 +109,7 @@ describe('probes over a real socket, in every request-line form', () => {
   // were counted, and none of them limited, none logged.
   for (const path of ['/readyz', '/healthz']) {
     test(`${path}: 130 probes of each form all answer 200, carry no rate-limit headers, are not logged`, async () => {
-      const lines = (ctx.logger as unknown as { lines: Array<Record<string, unknown>> }).lines
+      const lines = loggedLines(ctx)
       const loggedBefore = lines.filter((line) => line.msg === 'request').length
       for (const form of requestLineForms(path, port)) {
         for (let index = 0; index < 130; index++) {
@@ -146,7 +146,7 @@ describe('probes over a real socket, in every request-line form', () => {
     expect([...limits]).toEqual(['100'])
     // And the access log names the canonical path whatever the form.
     await Bun.sleep(20)
-    const lines = (ctx.logger as unknown as { lines: Array<Record<string, unknown>> }).lines
+    const lines = loggedLines(ctx)
     const paths = new Set(
       lines.filter((line) => line.msg === 'request' && line.status === 401).map((line) => line.path),
     )
@@ -203,7 +203,8 @@ describe('anonymous and unmatched requests: bounded per client IP, bounded keys'
   const longPath = (index: number) => `/api/${index}-${'x'.repeat(15_000)}`
 
   test('150 distinct 15 KB unmatched paths from one IP: the 101st is 429, the keys stay small', async () => {
-    const { app, ctx } = await makeTestApp()
+    const prefix = `rl:test:${crypto.randomUUID()}:`
+    const { app, ctx } = await makeTestApp({ rateLimitKeyPrefix: prefix })
     const ip = `203.0.113.${Math.floor(Math.random() * 250) + 1}`
     const statuses: number[] = []
     for (let index = 0; index < 150; index++) {
@@ -224,7 +225,6 @@ describe('anonymous and unmatched requests: bounded per client IP, bounded keys'
         .status,
     ).toBe(401)
     if (ctx.redis) {
-      const prefix = (ctx.limiter as unknown as { keyPrefix: string }).keyPrefix
       const keys = await ctx.redis.keys(`${prefix}*`)
       expect(keys.length).toBeGreaterThan(0)
       expect(keys.filter((key) => key.length > 200)).toEqual([])

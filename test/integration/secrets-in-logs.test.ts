@@ -5,7 +5,7 @@ import { generateSecret, SECRET_PREFIXES, type SecretKind } from '../../src/lib/
 import { uniqueEmail } from '../helpers/emails'
 import { holdsSecret, PERCENT_ENCODINGS } from '../helpers/encodings'
 import { createOrganization, createPat, createSession, createSource, createUser } from '../helpers/factories'
-import { makeTestApp, request, testDatabase } from '../helpers/test-app'
+import { loggedLines, makeTestApp, request, testDatabase } from '../helpers/test-app'
 
 /**
  * Issue 15 item 7: a key written percent-encoded in a path (`flwh_%42Fd…`) reaches the same
@@ -15,7 +15,7 @@ import { makeTestApp, request, testDatabase } from '../helpers/test-app'
 beforeAll(() => testDatabase(), 60_000)
 
 function linesOf(ctx: AppContext): LogFields[] {
-  return (ctx.logger as unknown as { lines: LogFields[] }).lines
+  return loggedLines(ctx)
 }
 
 describe('percent-encoded secrets in paths are masked in every log line', () => {

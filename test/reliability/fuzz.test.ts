@@ -6,7 +6,7 @@ import type { LogFields } from '../../src/lib/logger'
 import { generateSecret } from '../../src/lib/secrets'
 import { uniqueEmail } from '../helpers/emails'
 import { createOrganization, createSession, createSource, createUser } from '../helpers/factories'
-import { makeTestApp } from '../helpers/test-app'
+import { loggedLines, makeTestApp } from '../helpers/test-app'
 
 /**
  * Property-based fuzzing of everything that takes input: the inbound endpoint (bodies, content
@@ -111,7 +111,7 @@ async function expectClean(response: Response, what: string, allowed?: number[])
 }
 
 function unhandledErrors(): LogFields[] {
-  const lines = (ctx.logger as unknown as { lines?: LogFields[] }).lines ?? []
+  const lines = loggedLines(ctx)
   return lines.filter((line) => line.level === 'error')
 }
 

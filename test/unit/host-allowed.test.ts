@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'bun:test'
 import fc from 'fast-check'
-import { hostAllowed } from '../../src/modules/inbound/service'
+import { hostAllowed } from '../../src/modules/inbound/cors'
 
 // Allow-list entries are stored lower-cased (sources/validation) and the request host is lower-cased
 // before the check, so the rule itself compares exact text.

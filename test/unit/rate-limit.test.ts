@@ -1,29 +1,30 @@
 import { afterAll, afterEach, describe, expect, test } from 'bun:test'
-import type Redis from 'ioredis'
-import { createRedis } from '../../src/context'
 import { FakeClock } from '../../src/lib/clock'
 import { createMemoryLogger } from '../../src/lib/logger'
 import {
   MAX_TRIP_MS,
   MemoryRateLimiter,
   MIN_TRIP_MS,
+  openRedisConnection,
   type RateLimiter,
+  type RedisConnection,
   RedisRateLimiter,
   tripThresholdMs,
 } from '../../src/lib/rate-limit'
 
 const redisUrl = process.env.REDIS_URL
-const openClients: Redis[] = []
+/** Both Redis clients (REDIS_DRIVER) run every Redis test: same script, same breaker. */
+const REDIS_DRIVERS = ['ioredis', 'bun'] as const
+const openConnections: RedisConnection[] = []
 afterAll(() => {
-  for (const client of openClients) client.disconnect()
+  for (const connection of openConnections) connection.close()
 })
 
-function redisLimiter(url: string): RedisRateLimiter {
-  const client = createRedis(url)
-  client.on('error', () => {})
-  openClients.push(client)
+function redisLimiter(url: string, driver: (typeof REDIS_DRIVERS)[number]): RedisRateLimiter {
+  const connection = openRedisConnection(url, driver)
+  openConnections.push(connection)
   return new RedisRateLimiter(
-    client,
+    connection,
     new MemoryRateLimiter(),
     createMemoryLogger(),
     `rl:test:${crypto.randomUUID()}:`,
@@ -32,17 +33,21 @@ function redisLimiter(url: string): RedisRateLimiter {
 
 // The Redis variant waits for the connection first: commands sent before it is ready would fail
 // over to the in-process fallback, and the test would not be testing Redis at all.
-async function readyRedisLimiter(url: string): Promise<RateLimiter> {
-  const limiter = redisLimiter(url)
-  const client = openClients[openClients.length - 1]!
-  if (client.status !== 'ready') await new Promise((resolve) => client.once('ready', resolve))
+async function readyRedisLimiter(url: string, driver: (typeof REDIS_DRIVERS)[number]): Promise<RateLimiter> {
+  const limiter = redisLimiter(url, driver)
+  const connection = openConnections[openConnections.length - 1]!
+  await connection.waitReady(5000)
+  expect(connection.ready).toBe(true)
   return limiter
 }
 
 const implementations: Array<[string, () => RateLimiter | Promise<RateLimiter>]> = [
   ['in-process', () => new MemoryRateLimiter()],
 ]
-if (redisUrl) implementations.push(['redis', () => readyRedisLimiter(redisUrl)])
+if (redisUrl) {
+  for (const driver of REDIS_DRIVERS)
+    implementations.push([`redis, ${driver}`, () => readyRedisLimiter(redisUrl, driver)])
+}
 
 afterEach(async () => {
   // Every Redis-backed check must have been answered by Redis, not by the fallback.
@@ -55,7 +60,7 @@ const perKey = (key = 'k') => ({ bucket: 'inbound', key, limit: 60, windowMs: 60
 describe.each(implementations)('sliding window (%s)', (name, makeLimiter) => {
   const build = async () => {
     const limiter = await makeLimiter()
-    if (name === 'redis') usedLimiters.push(limiter)
+    if (name.startsWith('redis')) usedLimiters.push(limiter)
     return limiter
   }
   test('the 61st request of 60 inside the window is refused', async () => {
@@ -170,10 +175,10 @@ describe.each(implementations)('sliding window (%s)', (name, makeLimiter) => {
   })
 })
 
-describe('redis outage', () => {
+describe.each(REDIS_DRIVERS)('redis outage (%s)', (driver) => {
   test('fails open to the in-process limiter within a second, and reports degraded', async () => {
     // Nothing listens on this port: every command fails immediately (no offline queue).
-    const limiter = redisLimiter('redis://127.0.0.1:1')
+    const limiter = redisLimiter('redis://127.0.0.1:1', driver)
     const clock = new FakeClock()
     const started = performance.now()
     const results = []

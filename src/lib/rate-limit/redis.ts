@@ -1,6 +1,6 @@
-import type Redis from 'ioredis'
 import type { Logger } from '../logger'
 import type { MemoryRateLimiter } from './memory'
+import type { RedisConnection } from './redis-connection'
 import {
   type BucketState,
   EXACT_LOG_MAX_LIMIT,
@@ -90,7 +90,7 @@ const MAX_BATCH = 500
 
 /**
  * Circuit breaker. A Redis that hangs (SIGSTOP, a stuck host) keeps the TCP connection open, so
- * every command would wait for ioredis' 250 ms command timeout. Instead: a script call that has not
+ * every command would wait for ioredis' 250 ms command timeout (Bun's RedisClient has none). Instead: a script call that has not
  * answered within the trip threshold answers its batch from the in-process limiter and opens the
  * circuit; while open, every check goes straight to the in-process limiter and a PING every
  * PROBE_INTERVAL_MS tests Redis in the background; the first PING answered closes the circuit
@@ -122,8 +122,6 @@ interface PendingCheck {
   resolve(result: RateLimitResult): void
 }
 
-type SlidingWindowCommand = (...args: (string | number)[]) => Promise<number[]>
-
 export class RedisRateLimiter implements RateLimiter {
   readonly kind = 'redis' as const
   /** The circuit is open: checks go to the in-process limiter without touching Redis. */
@@ -132,23 +130,19 @@ export class RedisRateLimiter implements RateLimiter {
   private closed = false
   private sequence = 0
   private readonly instanceTag = Math.random().toString(36).slice(2, 10)
-  private readonly command: SlidingWindowCommand
+  private readonly command: ReturnType<RedisConnection['script']>
   /** The slowest recent answer, decaying per batch; starts where the threshold is MAX_TRIP_MS. */
   private slowestAnswerMs = MAX_TRIP_MS / TRIP_FACTOR
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisConnection,
     private readonly fallback: MemoryRateLimiter,
     private readonly logger: Logger,
     private readonly keyPrefix = 'rl:',
   ) {
-    // defineCommand sends EVALSHA and falls back to EVAL once when the script is not cached.
-    redis.defineCommand('leadCaptureSlidingWindow', { lua: SLIDING_WINDOW_SCRIPT })
-    this.command = (
-      redis as unknown as { leadCaptureSlidingWindow: SlidingWindowCommand }
-    ).leadCaptureSlidingWindow.bind(redis)
+    this.command = redis.script(SLIDING_WINDOW_SCRIPT)
     // A dropped connection opens the circuit at once; the probe closes it when Redis answers.
-    redis.on('close', () => this.open(new Error('connection closed')))
+    redis.onClose((error) => this.open(error))
   }
 
   private pending: PendingCheck[] = []
@@ -207,7 +201,7 @@ export class RedisRateLimiter implements RateLimiter {
     const sentAt = performance.now()
     let reply: number[]
     try {
-      reply = await this.command(keys.length, ...keys, ...args)
+      reply = await this.command(keys, args)
     } catch (error) {
       clearTimeout(trip)
       answerFromFallback(error)
@@ -257,7 +251,7 @@ export class RedisRateLimiter implements RateLimiter {
   private async probe(): Promise<void> {
     if (this.closed || !this.degraded) return
     let answered = false
-    if (this.redis.status === 'ready') {
+    if (this.redis.ready) {
       answered = await Promise.race([
         this.redis.ping().then(
           () => true,
@@ -276,7 +270,7 @@ export class RedisRateLimiter implements RateLimiter {
   }
 
   state(): 'up' | 'degraded' {
-    return this.degraded || this.redis.status !== 'ready' ? 'degraded' : 'up'
+    return this.degraded || !this.redis.ready ? 'degraded' : 'up'
   }
 
   async close(): Promise<void> {

@@ -16,12 +16,15 @@ import {
   HtmlPage,
   hidden,
   IdParams,
+  LeadForm,
   LeadsPageQuery,
   LogParams,
   LogsPageQuery,
+  MemberParams,
   pageResponses,
   Redirect,
   RegenerateForm,
+  RoleForm,
   SignInForm,
   SignInQuery,
   SignUpForm,
@@ -44,7 +47,9 @@ import {
   sessionCookie,
 } from './session'
 import { signInPage, signUpPage } from './views/auth'
+import { confirmPage } from './views/confirm'
 import { renderErrorPage } from './views/layout'
+import { leadPage } from './views/lead'
 import { leadsPage } from './views/leads'
 import { logEntryPage, logsPage } from './views/logs'
 import { membersPage } from './views/members'
@@ -150,6 +155,19 @@ export function dashboardModule(
       tokens: (await service.tokens(session.principal)).data,
       mayCreate: allows(session.principal, PAGE_ACCESS.createToken),
       ...notices,
+    })
+  }
+
+  /** The members page with the live list; `done` or `error` says what the last action did. */
+  async function renderMembersPage(
+    session: PageSession,
+    notices: { done?: string | null; error?: AppError } = {},
+  ): Promise<string> {
+    return membersPage({
+      session,
+      members: (await service.members(session.principal)).data,
+      done: notices.done,
+      error: notices.error && messageOf(notices.error),
     })
   }
 
@@ -276,6 +294,7 @@ export function dashboardModule(
             summaries,
             nextCursor,
             mayCreate: allows(session.principal, PAGE_ACCESS.createSource),
+            deleted: query.deleted === '1',
           })
         }),
       { page: PAGE_ACCESS.sources, query: SourcesPageQuery, response: pageResponses, detail: hidden },
@@ -359,6 +378,39 @@ export function dashboardModule(
       },
     )
     .get(
+      '/sources/:id/delete',
+      ({ session, params, set }) =>
+        htmlOrErrorPage(set, session, async () => {
+          const { source } = await service.source(session.principal, params.id)
+          return confirmPage({
+            session,
+            title: `Delete ${source.name}?`,
+            consequences:
+              'Its webhook URL stops answering at once and its delivery logs are deleted. The leads it collected stay.',
+            action: `/app/sources/${source.id}/delete`,
+            button: 'Delete source',
+            cancelHref: `/app/sources/${source.id}`,
+            current: '/app/sources',
+          })
+        }),
+      { page: PAGE_ACCESS.deleteSource, params: IdParams, response: pageResponses, detail: hidden },
+    )
+    .post(
+      '/sources/:id/delete',
+      ({ session, params, set }) =>
+        htmlOrErrorPage(set, session, async () => {
+          await service.deleteSource(session.principal, params.id)
+          return redirect(set, '/app/sources?deleted=1')
+        }),
+      {
+        page: PAGE_ACCESS.deleteSource,
+        params: IdParams,
+        body: CsrfForm,
+        response: pageResponses,
+        detail: hidden,
+      },
+    )
+    .get(
       '/sources/:id/logs',
       ({ session, params, query, set }) =>
         htmlOrErrorPage(set, session, async () => {
@@ -406,6 +458,70 @@ export function dashboardModule(
       { page: PAGE_ACCESS.leads, query: LeadsPageQuery, response: pageResponses, detail: hidden },
     )
     .get(
+      '/leads/:id',
+      ({ session, params, set }) =>
+        htmlOrErrorPage(set, session, async () =>
+          leadPage({ ...leadViewBase(session), lead: await service.lead(session.principal, params.id) }),
+        ),
+      { page: PAGE_ACCESS.leads, params: IdParams, response: pageResponses, detail: hidden },
+    )
+    .post(
+      '/leads/:id',
+      ({ session, params, body, set }) =>
+        htmlOrErrorPage(set, session, async () => {
+          const result = await attempt(set, () => service.updateLead(session.principal, params.id, body))
+          // A 404 (another organization's lead) is a page of its own, not a form error.
+          if (result.error?.status === 404) throw result.error
+          return leadPage({
+            ...leadViewBase(session),
+            lead: result.value ?? (await service.lead(session.principal, params.id)),
+            saved: Boolean(result.value),
+            error: result.error?.message,
+            details: result.error?.extra.details as SourceDetails,
+          })
+        }),
+      {
+        page: PAGE_ACCESS.editLead,
+        params: IdParams,
+        body: LeadForm,
+        response: pageResponses,
+        detail: hidden,
+      },
+    )
+    .get(
+      '/leads/:id/delete',
+      ({ session, params, set }) =>
+        htmlOrErrorPage(set, session, async () => {
+          const lead = await service.lead(session.principal, params.id)
+          return confirmPage({
+            session,
+            title: `Delete the lead ${lead.email ?? lead.phone_raw ?? lead.lead_id}?`,
+            consequences:
+              'The lead and its fields are deleted for good; delivery-log entries keep its id for the record.',
+            action: `/app/leads/${lead.lead_id}/delete`,
+            button: 'Delete lead',
+            cancelHref: `/app/leads/${lead.lead_id}`,
+            current: '/app/leads',
+          })
+        }),
+      { page: PAGE_ACCESS.deleteLead, params: IdParams, response: pageResponses, detail: hidden },
+    )
+    .post(
+      '/leads/:id/delete',
+      ({ session, params, set }) =>
+        htmlOrErrorPage(set, session, async () => {
+          await service.deleteLead(session.principal, params.id)
+          return redirect(set, '/app/leads?deleted=1')
+        }),
+      {
+        page: PAGE_ACCESS.deleteLead,
+        params: IdParams,
+        body: CsrfForm,
+        response: pageResponses,
+        detail: hidden,
+      },
+    )
+    .get(
       '/tokens',
       ({ session, set }) => htmlOrErrorPage(set, session, async () => renderTokensPage(session)),
       { page: PAGE_ACCESS.tokens, response: pageResponses, detail: hidden },
@@ -443,31 +559,83 @@ export function dashboardModule(
         detail: hidden,
       },
     )
-    .get(
-      '/members',
-      ({ session, set }) =>
-        htmlOrErrorPage(set, session, async () =>
-          membersPage({ session, members: (await service.members(session.principal)).data }),
-        ),
-      { page: PAGE_ACCESS.members, response: pageResponses, detail: hidden },
-    )
+    .get('/members', ({ session, set }) => htmlOrErrorPage(set, session, () => renderMembersPage(session)), {
+      page: PAGE_ACCESS.members,
+      response: pageResponses,
+      detail: hidden,
+    })
     .post(
       '/members',
       ({ session, body, set }) =>
         htmlOrErrorPage(set, session, async () => {
           const result = await attempt(set, () => service.addMember(session.principal, body))
           if (result.value) set.status = 201
-          return membersPage({
-            session,
-            members: (await service.members(session.principal)).data,
-            added: result.value?.email,
-            error: result.error && messageOf(result.error),
+          return renderMembersPage(session, {
+            done: result.value && `${result.value.email} added.`,
+            error: result.error,
           })
         }),
       {
         page: PAGE_ACCESS.members,
         body: AddMemberForm,
         response: { ...pageResponses, 201: HtmlPage },
+        detail: hidden,
+      },
+    )
+    .post(
+      '/members/:user_id/role',
+      ({ session, params, body, set }) =>
+        htmlOrErrorPage(set, session, async () => {
+          const result = await attempt(set, () =>
+            service.changeMemberRole(session.principal, params.user_id, body.role),
+          )
+          if (result.error?.status === 404) throw result.error
+          return renderMembersPage(session, {
+            done: result.value && `${result.value.email} is now ${result.value.role}.`,
+            error: result.error,
+          })
+        }),
+      {
+        page: PAGE_ACCESS.members,
+        params: MemberParams,
+        body: RoleForm,
+        response: pageResponses,
+        detail: hidden,
+      },
+    )
+    .get(
+      '/members/:user_id/remove',
+      ({ session, params, set }) =>
+        htmlOrErrorPage(set, session, async () => {
+          const member = await service.member(session.principal, params.user_id)
+          return confirmPage({
+            session,
+            title: `Remove ${member.email}?`,
+            consequences: `${member.email} can no longer sign in; their sessions and access tokens stop at once.`,
+            action: `/app/members/${member.user_id}/remove`,
+            button: 'Remove member',
+            cancelHref: '/app/members',
+            current: '/app/members',
+          })
+        }),
+      { page: PAGE_ACCESS.members, params: MemberParams, response: pageResponses, detail: hidden },
+    )
+    .post(
+      '/members/:user_id/remove',
+      ({ session, params, set }) =>
+        htmlOrErrorPage(set, session, async () => {
+          const result = await attempt(set, () => service.removeMember(session.principal, params.user_id))
+          if (result.error?.status === 404) throw result.error
+          return renderMembersPage(session, {
+            done: result.value && `${result.value.email} removed.`,
+            error: result.error,
+          })
+        }),
+      {
+        page: PAGE_ACCESS.members,
+        params: MemberParams,
+        body: CsrfForm,
+        response: pageResponses,
         detail: hidden,
       },
     )
@@ -489,5 +657,14 @@ function sourceViewBase(session: PageSession, publicBaseUrl: string) {
     publicBaseUrl,
     mayManage: allows(session.principal, PAGE_ACCESS.updateSource),
     mayRegenerate: allows(session.principal, PAGE_ACCESS.regenerateKey),
+    mayDelete: allows(session.principal, PAGE_ACCESS.deleteSource),
+  }
+}
+
+function leadViewBase(session: PageSession) {
+  return {
+    session,
+    mayEdit: allows(session.principal, PAGE_ACCESS.editLead),
+    mayDelete: allows(session.principal, PAGE_ACCESS.deleteLead),
   }
 }

@@ -63,7 +63,10 @@ export const RegenerateForm = t.Object({
   grace_seconds: t.Optional(t.String({ pattern: '^\\d{1,5}$' })),
 })
 
-export const SourcesPageQuery = t.Object({ cursor: t.Optional(Text(200)) })
+/** After a deletion, the list says what went (Post/Redirect/Get: a reload deletes nothing). */
+export const DeletedQuery = { deleted: t.Optional(t.Literal('1')) }
+
+export const SourcesPageQuery = t.Object({ cursor: t.Optional(Text(200)), ...DeletedQuery })
 
 export const LogsPageQuery = t.Object({
   outcome: t.Optional(Text(20)),
@@ -78,6 +81,7 @@ export const LeadsPageQuery = t.Object({
   q: t.Optional(Text(320)),
   source_id: t.Optional(Text(100)),
   cursor: t.Optional(Text(200)),
+  ...DeletedQuery,
 })
 export type LeadsPageQuery = typeof LeadsPageQuery.static
 
@@ -96,5 +100,19 @@ export const AddMemberForm = t.Object({
   password: Text(256),
   role: Text(20),
 })
+
+export const LeadForm = t.Object({
+  ...Csrf,
+  first_name: t.Optional(Text(1000)),
+  last_name: t.Optional(Text(1000)),
+  email: t.Optional(Text(1000)),
+  phone_raw: t.Optional(Text(1000)),
+  status: t.Optional(Text(1000)),
+  custom_fields: t.Optional(Text(70_000)),
+})
+export type LeadForm = typeof LeadForm.static
+
+export const MemberParams = t.Object({ user_id: t.String({ maxLength: 100 }) })
+export const RoleForm = t.Object({ ...Csrf, role: Text(20) })
 
 export const AssetParams = t.Object({ file: t.String({ maxLength: 100 }) })

@@ -6,16 +6,16 @@ import type { Principal } from '../auth/credentials'
 import type { IdentityService } from '../auth/service'
 import { LogsQuery, type SourceHealth } from '../delivery-logs/model'
 import type { DeliveryLogsService } from '../delivery-logs/service'
-import { LeadExportQuery, LeadListQuery } from '../leads/model'
+import { LeadExportQuery, LeadListQuery, UpdateLeadBody } from '../leads/model'
 import type { LeadsService } from '../leads/service'
-import { AddMemberRequest } from '../members/model'
+import { AddMemberRequest, ChangeRoleRequest } from '../members/model'
 import type { MembersService } from '../members/service'
 import { CreatePatRequest } from '../pat/model'
 import type { PatService } from '../pat/service'
 import { RegenerateKeyBody, type SourceRecord, UpdateSourceBody } from '../sources/model'
 import type { SourcesService } from '../sources/service'
 import { PAGE_ACCESS } from './access'
-import type { LeadsPageQuery, LogsPageQuery, SourceForm } from './model'
+import type { LeadForm, LeadsPageQuery, LogsPageQuery, SourceForm } from './model'
 
 export const SOURCES_PAGE_SIZE = 50
 export const LOGS_PAGE_SIZE = 50
@@ -174,12 +174,40 @@ export class DashboardService {
     return this.services.leads.list(principal.organizationId, filters)
   }
 
+  lead(principal: Principal, id: string) {
+    return this.services.leads.get(principal.organizationId, id)
+  }
+
+  /**
+   * The edit form sends every field; an empty one clears it, as `null` does in the API. Custom
+   * fields arrive as JSON text and replace the lead's whole, as in the API.
+   */
+  updateLead(principal: Principal, id: string, form: LeadForm) {
+    const body = checkAgainst(UpdateLeadBody, {
+      first_name: form.first_name ?? null,
+      last_name: form.last_name ?? null,
+      email: form.email ?? null,
+      phone_raw: form.phone_raw ?? null,
+      status: form.status ?? null,
+      custom_fields: parseCustomFields(form.custom_fields),
+    })
+    return this.services.leads.update(principal.organizationId, id, body)
+  }
+
+  deleteLead(principal: Principal, id: string) {
+    return this.services.leads.remove(principal.organizationId, id)
+  }
+
   exportLeads(principal: Principal, query: LeadsPageQuery) {
     const filters = checkAgainst(LeadExportQuery, {
       ...(query.q?.trim() ? { q: query.q.trim() } : {}),
       ...(query.source_id ? { source_id: query.source_id } : {}),
     })
     return this.services.leads.exportCsv(principal.organizationId, filters)
+  }
+
+  deleteSource(principal: Principal, id: string) {
+    return this.services.sources.remove(principal.organizationId, id)
   }
 
   tokens(principal: Principal) {
@@ -207,6 +235,23 @@ export class DashboardService {
     return this.services.members.list(principal, { limit: 200 })
   }
 
+  member(principal: Principal, userId: string) {
+    return this.services.members.get(principal, userId)
+  }
+
+  async changeMemberRole(principal: Principal, userId: string, role: string) {
+    const { role: checked } = checkAgainst(ChangeRoleRequest, { role })
+    // The API's path schema refuses an id that is not a UUID; here it is what it means: no member.
+    await this.member(principal, userId)
+    return this.services.members.changeRole(principal, userId, checked)
+  }
+
+  async removeMember(principal: Principal, userId: string) {
+    const member = await this.member(principal, userId)
+    await this.services.members.remove(principal, userId)
+    return member
+  }
+
   addMember(principal: Principal, form: { email: string; password: string; role: string }) {
     const input = checkAgainst(AddMemberRequest, {
       email: form.email,
@@ -214,6 +259,18 @@ export class DashboardService {
       role: form.role,
     })
     return this.services.members.add(principal, input)
+  }
+}
+
+/** The custom-fields textarea: a JSON object, or empty for none. */
+function parseCustomFields(text: string | undefined): unknown {
+  if (!text?.trim()) return {}
+  try {
+    return JSON.parse(text)
+  } catch {
+    throw errors.validation('the custom fields are not valid', [
+      { path: '/custom_fields', message: 'must be a JSON object, e.g. {"company": "Acme"}' },
+    ])
   }
 }
 

@@ -3,6 +3,7 @@ import { type CursorPosition, decodeCursor, MICROSECOND_INSTANT, pageOf } from '
 import { AppError } from '../../lib/errors'
 import { DEFAULT_PAGE_SIZE } from '../../lib/schemas'
 import { maskSecretsInText } from '../../lib/secrets'
+import { foldAggregates, HOUR_MS } from './health-fold'
 import type {
   HealthStatus,
   LogEntry,
@@ -12,9 +13,8 @@ import type {
   Outcome,
   SourceHealth,
 } from './model'
-import { bucketUpperBoundMs, DeliveryLogsRepository, type LogRow, type RecentRow } from './repository'
+import { DeliveryLogsRepository, type LogRow, type RecentRow } from './repository'
 
-const HOUR_MS = 3_600_000
 const WINDOW_HOURS = 24
 const PROBLEM_LIST_SIZE = 10
 
@@ -93,19 +93,6 @@ export function presentBody(body: string | null, truncated: boolean): LogEntryWi
   return masked
 }
 
-function percentile(histogram: Map<number, number>, total: number, fraction: number): number | null {
-  if (total === 0) return null
-  const rank = Math.ceil(fraction * total)
-  let seen = 0
-  for (const bucket of [...histogram.keys()].sort((a, b) => a - b)) {
-    seen += histogram.get(bucket)!
-    if (seen >= rank) return Math.round(bucketUpperBoundMs(bucket) * 100) / 100
-  }
-  return null
-}
-
-const emptyCounts = () => ({ requests: 0, created: 0, updated: 0, spam: 0, error: 0, rejected: 0 })
-
 export class DeliveryLogsService {
   readonly repository: DeliveryLogsRepository
 
@@ -156,42 +143,7 @@ export class DeliveryLogsService {
       this.repository.latestProblems(sourceId, PROBLEM_OUTCOMES, PROBLEM_LIST_SIZE),
     ])
 
-    const totals = emptyCounts()
-    const hourly = Array.from({ length: WINDOW_HOURS }, (_, index) => ({
-      from: new Date(from + index * HOUR_MS).toISOString(),
-      to: new Date(from + (index + 1) * HOUR_MS).toISOString(),
-      ...emptyCounts(),
-    }))
-    const rejections = new Map<string, { reason: string; http_status: number; count: number }>()
-    const histogram = new Map<number, number>()
-    let samples = 0
-    for (const row of aggregates) {
-      if (row.kind === 'latency') {
-        histogram.set(row.bucket!, (histogram.get(row.bucket!) ?? 0) + row.requests)
-        samples += row.requests
-        continue
-      }
-      const bucket = hourly[Math.floor((row.hour_ms! - from) / HOUR_MS)]
-      const outcome = row.outcome!
-      if (!bucket || !(outcome in totals)) continue
-      bucket.requests += row.requests
-      bucket[outcome] += row.requests
-      totals.requests += row.requests
-      totals[outcome] += row.requests
-      if (outcome === 'rejected') {
-        const key = `${row.http_status}|${row.reason}`
-        const entry = rejections.get(key) ?? {
-          reason: row.reason || 'unknown',
-          http_status: row.http_status!,
-          count: 0,
-        }
-        entry.count += row.requests
-        rejections.set(key, entry)
-      }
-    }
-    const successes = totals.created + totals.updated + totals.spam
-    const successRate =
-      totals.requests === 0 ? null : Math.round((successes / totals.requests) * 10_000) / 10_000
+    const folded = foldAggregates(aggregates, from, WINDOW_HOURS)
 
     const latestOf = (outcomes: readonly Outcome[]) =>
       latest
@@ -205,15 +157,13 @@ export class DeliveryLogsService {
       window: { from: new Date(from).toISOString(), to: new Date(now).toISOString() },
       status: healthStatus({
         enabled: source.enabled,
-        requests: totals.requests,
-        successRate,
+        requests: folded.totals.requests,
+        successRate: folded.success_rate,
         recent: recent.filter((row) => row.at_ms >= from),
       }),
-      totals,
-      rejections: [...rejections.values()].sort(
-        (a, b) => b.count - a.count || a.reason.localeCompare(b.reason),
-      ),
-      success_rate: successRate,
+      totals: folded.totals,
+      rejections: folded.rejections,
+      success_rate: folded.success_rate,
       last_request_at: recent[0] ? new Date(recent[0].at_ms).toISOString() : null,
       last_success_at: lastSuccess ? new Date(lastSuccess.at_ms).toISOString() : null,
       last_failure: lastFailure
@@ -223,12 +173,8 @@ export class DeliveryLogsService {
             reason: maskOrNull(lastFailure.reason),
           }
         : null,
-      latency_ms: {
-        p50: percentile(histogram, samples, 0.5),
-        p95: percentile(histogram, samples, 0.95),
-        samples,
-      },
-      hourly,
+      latency_ms: folded.latency_ms,
+      hourly: folded.hourly,
       recent_problems: problems.map(toEntry),
     }
   }

@@ -81,10 +81,7 @@ export function inboundModule(ctx: AppContext, service: InboundService) {
     .options(
       '/:api_key',
       async ({ params, request, set }) => {
-        Object.assign(
-          set.headers,
-          await service.preflight({ apiKey: params.api_key, request, headers: set.headers }),
-        )
+        await service.preflight({ apiKey: params.api_key, request, headers: set.headers })
         set.status = 204
       },
       {

@@ -1,6 +1,6 @@
 import type { AppContext } from '../../context'
 import { CoalescingBuffer } from '../../lib/coalescing-buffer'
-import type { DeliveryLogEntry, InboundRepository } from './repository'
+import type { DeliveryLogEntry, DeliveryLogWriter } from '../delivery-logs/log-writer'
 
 const FLUSH_INTERVAL_MS = 1000
 // If the database stays down, counts for more distinct keys than this are dropped (and logged).
@@ -20,14 +20,12 @@ interface PendingGroup {
 export class RejectionAggregator {
   private readonly groups: CoalescingBuffer<PendingGroup>
 
-  constructor(ctx: AppContext, repository: InboundRepository) {
+  constructor(ctx: AppContext, deliveryLogs: DeliveryLogWriter) {
     this.groups = new CoalescingBuffer<PendingGroup>({
       intervalMs: FLUSH_INTERVAL_MS,
       merge: (first, next) => ({ entry: first.entry, count: first.count + next.count }),
       write: (batch) =>
-        repository.insertLogs(
-          [...batch.values()].map(({ entry, count }) => ({ ...entry, repeatCount: count })),
-        ),
+        deliveryLogs.write([...batch.values()].map(({ entry, count }) => ({ ...entry, repeatCount: count }))),
       onWriteError: (error, groups) =>
         ctx.logger.warn('could not write aggregated rejections; will retry', { error, groups }),
       maxKeys: MAX_PENDING_GROUPS,

@@ -3,17 +3,18 @@ import { AppError, errors } from '../../lib/errors'
 import type { RequestRegistry } from '../../lib/http'
 import { type InputGuard, PayloadTooLargeError } from '../../lib/input-guard'
 import { ipInRanges } from '../../lib/ip'
-import type { RateLimitRule } from '../../lib/rate-limit'
+import { platformRule, type RateLimitCheck, type RateLimitRule, WINDOW_MS } from '../../lib/rate-limit'
 import { digestSecret, isWellFormedSecret } from '../../lib/secrets'
-import { enforceRateLimit, platformRule, WINDOW_MS } from '../../plugins/rate-limit'
+import type { DeliveryLogEntry, DeliveryLogWriter } from '../delivery-logs/log-writer'
 import type { CachedSource, SourceCache } from '../sources/source-cache'
-import type { DeliverySignal } from '../webhook-endpoints/signal'
 import { bodyForLog, isJsonContentType, readLimitedBody } from './body'
-import { LastRequestRecorder } from './last-request'
-import { normalizeLead } from './normalize'
+import { CORS_GRANT_HEADERS, checkDomain, corsHeaders, preflightHeaders } from './cors'
+import { type GroupCommitWriter, SourceGoneError } from './group-commit'
+import type { LastRequestRecorder } from './last-request'
+import type { InboundOutcomeBody } from './model'
+import { type NormalizedLead, normalizeLead } from './normalize'
 import { isPhoneField, scrubBody, scrubNullableText, scrubText } from './redact'
-import { RejectionAggregator } from './rejection-aggregator'
-import { type DeliveryLogEntry, InboundRepository, type IngestResult, SourceGoneError } from './repository'
+import type { RejectionAggregator } from './rejection-aggregator'
 import { spamReasons } from './spam'
 
 /** Spec §8: 60 requests per minute per source key, `Retry-After: 60` when exceeded. */
@@ -21,274 +22,333 @@ export const INBOUND_LIMIT_PER_MIN = 60
 /** Requests naming no usable key are limited per client IP, so key guessing is throttled too. */
 export const INVALID_KEY_LIMIT_PER_MIN = 60
 
-export type InboundOutcome =
-  | { status: 'created' | 'updated'; success: true; lead_id: string }
-  | { status: 'spam'; success: true }
-  | { status: 'error'; success: false; error: 'missing_contact'; message: string }
+/** The answer of an accepted POST: the model's schema is the one definition. */
+export type InboundOutcome = typeof InboundOutcomeBody.static
 
 export interface InboundCall {
   apiKey: string
   request: Request
-  /** Response headers to fill (CORS, rate limit); sent on errors too. */
+  /**
+   * The response's headers (Elysia's `set.headers`): CORS and rate limit are written here, and the
+   * error handler sends them on errors too. The one way headers leave this service.
+   */
   headers: Record<string, unknown>
-  /** SHA-256 of the key, computed once by resolveSource for the cache and the limiter. */
-  keyDigest?: string
 }
 
+/** A usable source found by its key; the key's digest names its rate-limit bucket. */
+export interface ResolvedSource {
+  source: CachedSource
+  keyDigest: string
+}
+
+/** One POST to a real source: what every delivery-log entry of the request is made from. */
+interface Delivery {
+  request: Request
+  source: CachedSource
+  clientIp: string
+  receivedAt: Date
+  /** performance.now() at arrival, for the entry's duration. */
+  started: number
+}
+
+/** The body's share of a delivery-log entry: its size and its cleaned text, cut for the log. */
+type LoggedBody = Pick<DeliveryLogEntry, 'bodyBytes' | 'body' | 'bodyTruncated'>
+
+type RawBody = Awaited<ReturnType<typeof readLimitedBody>>
+
+/** The body checked up to the field types: its fields (cleaned, redact.ts), or why it is refused. */
+type ParsedBody =
+  | { refusal: null; fields: Record<string, unknown>; logged: LoggedBody }
+  | { refusal: AppError; logged: LoggedBody }
+
 const UNKNOWN_KEY_MESSAGE = 'webhook not found: the key is unknown or the source is disabled'
+const MISSING_CONTACT_MESSAGE = 'a lead needs a valid "email" or a "phone_raw" that is a valid phone number'
 
 /**
- * The inbound pipeline, in the order of DESIGN §7: key format → source (cache) → rate limit →
- * IP and domain allow lists → size → JSON object → mapping → field types → spam → contact rule →
- * dedup + store. One limiter round trip and one database statement on the accepted path.
+ * The inbound pipeline, in the order of DESIGN §7 (spec §4): key format → source (cache) → rate
+ * limit → IP and domain allow lists → size → JSON object → mapping → field types → spam → contact
+ * rule → dedup + store. One limiter round trip and one database statement on the accepted path.
  */
 export class InboundService {
-  readonly repository: InboundRepository
+  /** Accepted leads, written in groups (group-commit.ts). */
+  readonly writer: GroupCommitWriter
+  readonly deliveryLogs: DeliveryLogWriter
   readonly rejections: RejectionAggregator
   readonly lastRequests: LastRequestRecorder
   private readonly registry: RequestRegistry
   private readonly guard: InputGuard
   private readonly sources: SourceCache
+  private readonly checkLimit: RateLimitCheck
 
+  /**
+   * Every collaborator is built by buildServices (src/services.ts) and passed in: the writers are
+   * the replica's own (one group-commit queue, one set of write-behind buffers), the registry is
+   * the one the plugins fill and the error handler reads, the limit check is the one the
+   * management plugin uses.
+   */
   constructor(
     private readonly ctx: AppContext,
-    deps: { guard: InputGuard; registry: RequestRegistry; sources: SourceCache; signal: DeliverySignal },
+    deps: {
+      guard: InputGuard
+      registry: RequestRegistry
+      sources: SourceCache
+      checkLimit: RateLimitCheck
+      writer: GroupCommitWriter
+      deliveryLogs: DeliveryLogWriter
+      rejections: RejectionAggregator
+      lastRequests: LastRequestRecorder
+    },
   ) {
     this.guard = deps.guard
     this.registry = deps.registry
     this.sources = deps.sources
-    this.repository = new InboundRepository(ctx, deps.signal)
-    this.rejections = new RejectionAggregator(ctx, this.repository)
-    this.lastRequests = new LastRequestRecorder(ctx)
+    this.checkLimit = deps.checkLimit
+    this.writer = deps.writer
+    this.deliveryLogs = deps.deliveryLogs
+    this.rejections = deps.rejections
+    this.lastRequests = deps.lastRequests
   }
 
+  /** POST: the pipeline, step by step; every refusal after the source is found is logged. */
   async receive(call: InboundCall): Promise<InboundOutcome> {
     const started = performance.now()
     const receivedAt = new Date(this.ctx.clock.now())
-    const { request, headers } = call
-    const clientIp = this.registry.get(request).clientIp
-    const source = await this.resolveSource(call, clientIp)
+    const clientIp = this.registry.get(call.request).clientIp
+    const { source, refusal: limited } = await this.admit(call, clientIp)
+    const delivery: Delivery = { request: call.request, source, clientIp, receivedAt, started }
     this.lastRequests.note(source.id, receivedAt.getTime())
+    if (limited) return this.countFlood(delivery, limited)
 
-    const facts = (overrides: Partial<DeliveryLogEntry> = {}): DeliveryLogEntry =>
-      logEntry(source, request, clientIp, receivedAt, {
-        durationMs: Math.round((performance.now() - started) * 100) / 100,
-        ...overrides,
-      })
-    const reject = async (error: AppError, overrides: Partial<DeliveryLogEntry> = {}): Promise<never> => {
-      await this.repository.insertLog(facts({ httpStatus: error.status, reason: error.code, ...overrides }))
-      throw error
-    }
+    const refused = allowListRefusal(source, clientIp, call.request)
+    if (refused) return this.refuse(delivery, refused)
 
+    let raw: RawBody
     try {
-      await enforceRateLimit(this.ctx, this.registry, request, headers, [
-        platformRule(this.ctx),
-        keyRule(call.keyDigest!),
-      ])
+      raw = await readLimitedBody(call.request)
     } catch (error) {
-      if (error instanceof AppError && error.status === 429) {
-        this.rejections.add(facts({ httpStatus: 429, reason: 'rate_limited' }))
-      }
-      throw error
+      return this.refuseUnreadable(delivery, error)
     }
 
-    const refusal = allowListRefusal(source, clientIp, request)
-    if (refusal) await reject(refusal)
+    const body = this.parseBody(delivery, raw)
+    if (body.refusal) return this.refuse(delivery, body.refusal, body.logged)
 
-    let text: string
-    let bytes: number
-    try {
-      ;({ text, bytes } = await readLimitedBody(request))
-    } catch (error) {
-      if (error instanceof PayloadTooLargeError) return reject(error, { bodyBytes: error.receivedBytes })
-      if (error instanceof AppError) return reject(error)
-      throw error
-    }
-    // Parsed once, then cleaned before anything is stored: the lead and the delivery log both hold
-    // the cleaned body (credentials masked, card data removed; redact.ts).
-    const jsonType = isJsonContentType(request.headers.get('content-type'))
-    let parsed: unknown
-    let parseError: Error | undefined
-    let depthError: AppError | undefined
-    if (jsonType) {
-      try {
-        // The shared input guard (docs/security.md): nesting depth before JSON.parse recurses.
-        this.guard.checkJsonDepth(text)
-        parsed = JSON.parse(text)
-      } catch (error) {
-        if (error instanceof AppError) depthError = error
-        else parseError = error as Error
-      }
-    }
-    let loggedText: string
-    if (jsonType && !parseError && typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)) {
-      const scrubbed = scrubBody(parsed as Record<string, unknown>, text, (name) =>
-        isPhoneField(name, source.fieldMapping),
-      )
-      parsed = scrubbed.body
-      loggedText = scrubbed.logText
-      if (scrubbed.redacted.length > 0) {
-        this.ctx.logger.info('card data removed from an inbound body', {
-          request_id: this.registry.get(request).requestId,
-          source_id: source.id,
-          fields: scrubbed.redacted,
-        })
-      }
-    } else loggedText = scrubText(text)
-    const logged = bodyForLog(loggedText)
-    const withBody = { bodyBytes: bytes, body: logged.body, bodyTruncated: logged.truncated }
-
-    if (!jsonType) {
-      await reject(
-        new AppError(
-          'invalid_content_type',
-          'the body must be JSON sent with "Content-Type: application/json"',
-        ),
-        withBody,
-      )
-    }
-    if (depthError) await reject(depthError, withBody)
-    if (parseError) {
-      await reject(
-        new AppError('invalid_json', 'the body is not valid JSON', {
-          details: [{ path: '/', message: parseError.message }],
-        }),
-        withBody,
-      )
-    }
-    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
-      await reject(
-        new AppError('invalid_body', 'the body must be a JSON object', {
-          details: [
-            {
-              path: '/',
-              message: `expected an object, got ${Array.isArray(parsed) ? 'array' : typeof parsed}`,
-            },
-          ],
-        }),
-        withBody,
+    const { lead, details } = normalizeLead(body.fields, source)
+    if (details.length > 0) {
+      return this.refuse(
+        delivery,
+        errors.validation('some fields have the wrong type or size', details),
+        body.logged,
       )
     }
 
-    // JSON text can carry NUL or a lone surrogate only as a \u escape (the body was decoded from
-    // UTF-8, and a raw NUL is invalid JSON): without one, the walk has nothing to find.
-    const unstorable = text.includes('\\u') ? this.guard.unstorable(parsed) : []
-    if (unstorable.length > 0) {
-      await reject(
-        errors.validation('the request contains values that cannot be stored', unstorable),
-        withBody,
-      )
-    }
+    const spam = source.spamFilter ? spamReasons(lead) : null
+    if (spam && spam.length > 0) return this.acceptAsSpam(delivery, body.logged, spam)
+    if (!lead.emailNormalized && !lead.phoneE164) return this.answerMissingContact(delivery, body.logged)
 
-    const { lead, details } = normalizeLead(parsed as Record<string, unknown>, source)
-    if (details.length > 0)
-      await reject(errors.validation('some fields have the wrong type or size', details), withBody)
-
-    if (source.spamFilter) {
-      const reasons = spamReasons(lead)
-      if (reasons.length > 0) {
-        await this.repository.insertLog(
-          facts({ ...withBody, outcome: 'spam', reason: reasons[0], spamReasons: reasons }),
-        )
-        return { status: 'spam', success: true }
-      }
-    }
-
-    if (!lead.emailNormalized && !lead.phoneE164) {
-      await this.repository.insertLog(facts({ ...withBody, outcome: 'error', reason: 'missing_contact' }))
-      return {
-        status: 'error',
-        success: false,
-        error: 'missing_contact',
-        message: 'a lead needs a valid "email" or a "phone_raw" that is a valid phone number',
-      }
-    }
-
-    let stored: IngestResult
-    try {
-      stored = await this.repository.ingest(source, lead, facts(withBody))
-    } catch (error) {
-      // The source was deleted after this request found it: the key no longer names a webhook.
-      if (error instanceof SourceGoneError) {
-        this.sources.evict(source.id)
-        throw new AppError('webhook_not_found', UNKNOWN_KEY_MESSAGE)
-      }
-      throw error
-    }
-    return { status: stored.outcome, success: true, lead_id: stored.leadId }
+    return this.store(delivery, lead, body.logged)
   }
 
   /**
    * CORS preflight. Counted against the key's limit like any other request. An origin outside the
    * domain allow list gets a 403 without CORS headers (the browser then never sends the POST), and
-   * the refusal is logged so the source's owner can see it.
+   * the refusal is logged so the source's owner can see it. An admitted preflight's headers are
+   * written like every other answer's (InboundCall.headers).
    */
-  async preflight(call: InboundCall): Promise<Record<string, string>> {
+  async preflight(call: InboundCall): Promise<void> {
     const clientIp = this.registry.get(call.request).clientIp
-    const source = await this.resolveSource(call, clientIp)
-    await enforceRateLimit(this.ctx, this.registry, call.request, call.headers, [
-      platformRule(this.ctx),
-      keyRule(call.keyDigest!),
-    ])
-    const origin = call.request.headers.get('origin')
-    const host = requestHost(call.request)
-    if (source.domainAllowlist.length > 0 && (!host || !hostAllowed(host, source.domainAllowlist))) {
-      delete call.headers['access-control-allow-origin']
-      delete call.headers['access-control-expose-headers']
-      const refusal = new AppError(
+    const { source, refusal } = await this.admit(call, clientIp)
+    if (refusal) throw refusal
+    const domain = checkDomain(source, call.request)
+    if (!domain.allowed) {
+      for (const name of CORS_GRANT_HEADERS) delete call.headers[name]
+      const refused = new AppError(
         'domain_not_allowed',
-        `requests from ${host ?? 'an unknown origin'} are not allowed`,
+        `requests from ${domain.host ?? 'an unknown origin'} are not allowed`,
       )
-      await this.repository.insertLog(
+      await this.deliveryLogs.write([
         logEntry(source, call.request, clientIp, new Date(this.ctx.clock.now()), {
-          httpStatus: 403,
-          reason: refusal.code,
+          httpStatus: refused.status,
+          reason: refused.code,
         }),
-      )
-      throw refusal
+      ])
+      throw refused
     }
-    return {
-      ...corsHeaders(source, origin ?? '*'),
-      'access-control-allow-methods': 'POST, GET, OPTIONS',
-      'access-control-allow-headers': 'Content-Type, X-Request-Id',
-      'access-control-max-age': '600',
-    }
+    Object.assign(call.headers, preflightHeaders(source, call.request.headers.get('origin')))
   }
 
   /** The source behind a key for the informational GET: same 404s and limit as a POST. */
   async describeSource(call: InboundCall): Promise<CachedSource> {
-    const source = await this.resolveSource(call, this.registry.get(call.request).clientIp)
-    await enforceRateLimit(this.ctx, this.registry, call.request, call.headers, [
-      platformRule(this.ctx),
-      keyRule(call.keyDigest!),
-    ])
+    const { source, refusal } = await this.admit(call, this.registry.get(call.request).clientIp)
+    if (refusal) throw refusal
     return source
   }
 
   /**
-   * 404 for a malformed, unknown or disabled key, with one body for all so the reason never leaks.
-   * These are limited per client IP (they have no source to be limited by).
+   * The first steps of every method on the webhook URL: the source behind the key (404), its CORS
+   * headers (on every answer from here on), then the per-key limit. The limit's refusal is returned
+   * for the caller to throw: a POST counts it in the delivery logs first.
    */
-  async resolveSource(call: InboundCall, clientIp: string): Promise<CachedSource> {
-    const wellFormed = isWellFormedSecret('source_key', call.apiKey)
-    if (wellFormed) call.keyDigest = digestSecret(call.apiKey)
-    const source = call.keyDigest ? await this.sources.findByKeyDigest(call.keyDigest) : null
+  private async admit(
+    call: InboundCall,
+    clientIp: string,
+  ): Promise<{ source: CachedSource; refusal: AppError | null }> {
+    const { source, keyDigest } = await this.resolveSource(call, clientIp)
     Object.assign(call.headers, corsHeaders(source, call.request.headers.get('origin')))
-    if (source?.enabled) return source
-    await enforceRateLimit(this.ctx, this.registry, call.request, call.headers, [
+    const limit = await this.checkLimit([platformRule(this.ctx), keyRule(keyDigest)])
+    Object.assign(call.headers, limit.headers)
+    return { source, refusal: limit.refusal }
+  }
+
+  /**
+   * Key format, then the source by the key's digest (a per-replica cache). A malformed, unknown or
+   * disabled key is refused (refuseKey).
+   */
+  private async resolveSource(call: InboundCall, clientIp: string): Promise<ResolvedSource> {
+    const keyDigest = isWellFormedSecret('source_key', call.apiKey) ? digestSecret(call.apiKey) : null
+    const source = keyDigest === null ? null : await this.sources.findByKeyDigest(keyDigest)
+    if (keyDigest !== null && source?.enabled) return { source, keyDigest }
+    return this.refuseKey(call, clientIp, source)
+  }
+
+  /**
+   * 404 for a malformed, unknown or disabled key, with one body for all so the reason never leaks.
+   * These are limited per client IP (they have no source to be limited by); a disabled source is
+   * still a real one, so its owner sees the refused traffic in its logs.
+   */
+  private async refuseKey(call: InboundCall, clientIp: string, source: CachedSource | null): Promise<never> {
+    Object.assign(call.headers, corsHeaders(source, call.request.headers.get('origin')))
+    const limit = await this.checkLimit([
       platformRule(this.ctx),
       { bucket: 'inbound_invalid', key: clientIp, limit: INVALID_KEY_LIMIT_PER_MIN, windowMs: WINDOW_MS },
     ])
+    Object.assign(call.headers, limit.headers)
+    if (limit.refusal) throw limit.refusal
     if (source) {
-      // A disabled source is still a real one: its owner sees the refused traffic in the logs.
-      await this.repository.insertLog(
+      await this.deliveryLogs.write([
         logEntry(source, call.request, clientIp, new Date(this.ctx.clock.now()), {
           httpStatus: 404,
           reason: 'source_disabled',
         }),
-      )
+      ])
     }
     throw new AppError('webhook_not_found', UNKNOWN_KEY_MESSAGE)
+  }
+
+  /** The key's 429: a flood is counted in memory and logged as one row a second (rejection-aggregator.ts). */
+  private countFlood(delivery: Delivery, refusal: AppError): never {
+    this.rejections.add(entryOf(delivery, { httpStatus: refusal.status, reason: refusal.code }))
+    throw refusal
+  }
+
+  /** A refusal after the source is known: logged (with what is known of the body), then thrown. */
+  private async refuse(
+    delivery: Delivery,
+    error: AppError,
+    extra: Partial<DeliveryLogEntry> = {},
+  ): Promise<never> {
+    await this.deliveryLogs.write([
+      entryOf(delivery, { httpStatus: error.status, reason: error.code, ...extra }),
+    ])
+    throw error
+  }
+
+  /** A body over the size limit (413, with the bytes received) or not UTF-8 (400). */
+  private refuseUnreadable(delivery: Delivery, error: unknown): Promise<never> {
+    if (error instanceof PayloadTooLargeError) {
+      return this.refuse(delivery, error, { bodyBytes: error.receivedBytes })
+    }
+    if (error instanceof AppError) return this.refuse(delivery, error)
+    throw error
+  }
+
+  /**
+   * A JSON object sent as JSON, within the nesting depth, with nothing PostgreSQL cannot store;
+   * else the refusal. Parsed once, then cleaned before anything is stored: the lead and the delivery
+   * log both hold the cleaned body (credentials masked, card data removed; redact.ts).
+   */
+  private parseBody(delivery: Delivery, raw: RawBody): ParsedBody {
+    const { text, bytes } = raw
+    if (!isJsonContentType(delivery.request.headers.get('content-type'))) {
+      return refusedBody(
+        new AppError(
+          'invalid_content_type',
+          'the body must be JSON sent with "Content-Type: application/json"',
+        ),
+        raw,
+      )
+    }
+    let parsed: unknown
+    try {
+      // The shared input guard (docs/security.md): nesting depth before JSON.parse recurses.
+      this.guard.checkJsonDepth(text)
+      parsed = JSON.parse(text)
+    } catch (error) {
+      if (error instanceof AppError) return refusedBody(error, raw)
+      const details = [{ path: '/', message: (error as Error).message }]
+      return refusedBody(new AppError('invalid_json', 'the body is not valid JSON', { details }), raw)
+    }
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+      const got = Array.isArray(parsed) ? 'array' : typeof parsed
+      const details = [{ path: '/', message: `expected an object, got ${got}` }]
+      return refusedBody(new AppError('invalid_body', 'the body must be a JSON object', { details }), raw)
+    }
+    const { source } = delivery
+    const scrubbed = scrubBody(parsed as Record<string, unknown>, text, (name) =>
+      isPhoneField(name, source.fieldMapping),
+    )
+    if (scrubbed.redacted.length > 0) {
+      this.ctx.logger.info('card data removed from an inbound body', {
+        request_id: this.registry.get(delivery.request).requestId,
+        source_id: source.id,
+        fields: scrubbed.redacted,
+      })
+    }
+    const logged = loggedBody(scrubbed.logText, bytes)
+    // JSON text can carry NUL or a lone surrogate only as a \u escape (the body was decoded from
+    // UTF-8, and a raw NUL is invalid JSON): without one, the walk has nothing to find.
+    const unstorable = text.includes('\\u') ? this.guard.unstorable(scrubbed.body) : []
+    if (unstorable.length > 0) {
+      return {
+        refusal: errors.validation('the request contains values that cannot be stored', unstorable),
+        logged,
+      }
+    }
+    return { refusal: null, fields: scrubbed.body, logged }
+  }
+
+  /** Spam (filter on): accepted with `success: true`, no lead, the reasons logged. */
+  private async acceptAsSpam(
+    delivery: Delivery,
+    logged: LoggedBody,
+    reasons: string[],
+  ): Promise<InboundOutcome> {
+    await this.deliveryLogs.write([
+      entryOf(delivery, { ...logged, outcome: 'spam', reason: reasons[0] ?? null, spamReasons: reasons }),
+    ])
+    return { status: 'spam', success: true }
+  }
+
+  /** Neither a valid e-mail nor a phone: a 200 that says so, logged, nothing stored. */
+  private async answerMissingContact(delivery: Delivery, logged: LoggedBody): Promise<InboundOutcome> {
+    await this.deliveryLogs.write([
+      entryOf(delivery, { ...logged, outcome: 'error', reason: 'missing_contact' }),
+    ])
+    return { status: 'error', success: false, error: 'missing_contact', message: MISSING_CONTACT_MESSAGE }
+  }
+
+  /** Dedup + store, with the lead's delivery-log entry, answered after the commit. */
+  private async store(delivery: Delivery, lead: NormalizedLead, logged: LoggedBody): Promise<InboundOutcome> {
+    try {
+      const stored = await this.writer.ingest(delivery.source, lead, entryOf(delivery, logged))
+      return { status: stored.outcome, success: true, lead_id: stored.leadId }
+    } catch (error) {
+      // The source was deleted after this request found it: the key no longer names a webhook.
+      if (error instanceof SourceGoneError) {
+        this.sources.evict(delivery.source.id)
+        throw new AppError('webhook_not_found', UNKNOWN_KEY_MESSAGE)
+      }
+      throw error
+    }
   }
 }
 
@@ -301,6 +361,32 @@ export function keyRule(keyDigest: string): RateLimitRule {
     windowMs: WINDOW_MS,
     fixedRetryAfterSeconds: 60,
   }
+}
+
+/** The IP allow list, then the domain allow list (cors.ts): the POST's 403s. */
+export function allowListRefusal(source: CachedSource, clientIp: string, request: Request): AppError | null {
+  if (source.ipRanges.length > 0 && !ipInRanges(clientIp, source.ipRanges)) {
+    return new AppError('ip_not_allowed', `requests from ${clientIp} are not in this source's IP allow list`)
+  }
+  const domain = checkDomain(source, request)
+  if (domain.allowed) return null
+  return new AppError(
+    'domain_not_allowed',
+    domain.host
+      ? `requests from ${domain.host} are not in this source's domain allow list`
+      : 'this source has a domain allow list: send an Origin or Referer header from an allowed domain',
+  )
+}
+
+/** The body as its delivery-log entry keeps it: cleaned text cut at LOGGED_BODY_BYTES. */
+function loggedBody(cleanedText: string, bytes: number): LoggedBody {
+  const logged = bodyForLog(cleanedText)
+  return { bodyBytes: bytes, body: logged.body, bodyTruncated: logged.truncated }
+}
+
+/** A body refused before it was parsed into an object: logged as cleaned text. */
+function refusedBody(refusal: AppError, raw: RawBody): ParsedBody {
+  return { refusal, logged: loggedBody(scrubText(raw.text), raw.bytes) }
 }
 
 /** A delivery-log entry for a request to a source; by default a body-less rejection. */
@@ -332,70 +418,10 @@ function logEntry(
   }
 }
 
-/**
- * Host of Origin, else of Referer; null when there is none. A browser that sends an Origin says
- * where the request comes from, so Referer is read only when Origin is absent: `Origin: null`
- * (sandboxed iframes, `file:`, data: URLs, some redirects) or any Origin that is not a URL names
- * no host, and a Referer beside it, which the page controls, cannot stand in for it.
- */
-export function requestHost(request: Request): string | null {
-  const origin = request.headers.get('origin')
-  const value = origin ?? request.headers.get('referer')
-  if (!value || value === 'null') return null
-  try {
-    const host = new URL(value).hostname.toLowerCase().replace(/^\[|\]$/g, '')
-    return host || null
-  } catch {
-    return null
-  }
-}
-
-/** `example.com` matches itself only; `*.example.com` matches any subdomain, not the apex. */
-export function hostAllowed(host: string, allowlist: readonly string[]): boolean {
-  for (const entry of allowlist) {
-    if (entry.startsWith('*.')) {
-      if (host.endsWith(entry.slice(1)) && host.length > entry.length - 1) return true
-    } else if (host === entry) return true
-  }
-  return false
-}
-
-export function allowListRefusal(source: CachedSource, clientIp: string, request: Request): AppError | null {
-  if (source.ipRanges.length > 0 && !ipInRanges(clientIp, source.ipRanges)) {
-    return new AppError('ip_not_allowed', `requests from ${clientIp} are not in this source's IP allow list`)
-  }
-  if (source.domainAllowlist.length > 0) {
-    const host = requestHost(request)
-    if (!host || !hostAllowed(host, source.domainAllowlist)) {
-      return new AppError(
-        'domain_not_allowed',
-        host
-          ? `requests from ${host} are not in this source's domain allow list`
-          : 'this source has a domain allow list: send an Origin or Referer header from an allowed domain',
-      )
-    }
-  }
-  return null
-}
-
-const EXPOSED_HEADERS =
-  'X-Request-Id, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset, Retry-After'
-
-/**
- * CORS for the webhook URL: `*` when the source has no domain allow list, else the Origin echoed.
- * The echo is sent on refusals too, so a browser script can read why it was refused.
- */
-export function corsHeaders(source: CachedSource | null, origin: string | null): Record<string, string> {
-  if (!origin) return {}
-  // `null` is never echoed: `Access-Control-Allow-Origin: null` would let any sandboxed or file:
-  // page read the answer. Without a domain list the answer is `*` anyway.
-  if (origin === 'null' && source && source.domainAllowlist.length > 0) return {}
-  if (!source || source.domainAllowlist.length === 0) {
-    return { 'access-control-allow-origin': '*', 'access-control-expose-headers': EXPOSED_HEADERS }
-  }
-  return {
-    'access-control-allow-origin': origin,
-    vary: 'Origin',
-    'access-control-expose-headers': EXPOSED_HEADERS,
-  }
+/** The entry of a POST, timed up to now. */
+function entryOf(delivery: Delivery, overrides: Partial<DeliveryLogEntry>): DeliveryLogEntry {
+  return logEntry(delivery.source, delivery.request, delivery.clientIp, delivery.receivedAt, {
+    durationMs: Math.round((performance.now() - delivery.started) * 100) / 100,
+    ...overrides,
+  })
 }

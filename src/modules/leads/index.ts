@@ -16,7 +16,11 @@ import type { LeadsService } from './service'
 
 const tags = ['Leads']
 /** The requirements of the leads routes, for the dashboard's pages. */
-export const LEAD_ACCESS = { read: { permission: 'leads.read' } } as const
+export const LEAD_ACCESS = {
+  read: { permission: 'leads.read' },
+  write: { permission: 'leads.write' },
+  delete: { permission: 'leads.delete' },
+} as const
 // Leads are not the integrations feature (DESIGN §10): every plan can read and edit its leads.
 const accessNote =
   'A lead of another organization is a 404; an id that is not a UUID is 400 `validation_failed` (docs/api.md).'
@@ -111,7 +115,7 @@ export function leadsModule(ctx: AppContext, service: LeadsService, authPlugin: 
       '/:id',
       ({ principal, params, body }) => service.update(principal.organizationId, params.id, body),
       {
-        auth: { permission: 'leads.write' },
+        auth: LEAD_ACCESS.write,
         params: LeadIdParams,
         body: UpdateLeadBody,
         transform: rejectUnknownFields(UpdateLeadBody),
@@ -133,7 +137,7 @@ export function leadsModule(ctx: AppContext, service: LeadsService, authPlugin: 
         return status(204, undefined)
       },
       {
-        auth: { permission: 'leads.delete' },
+        auth: LEAD_ACCESS.delete,
         params: LeadIdParams,
         response: { 204: t.Void({ description: 'Deleted; no body' }), ...managementErrors, 404: ErrorBody },
         detail: {

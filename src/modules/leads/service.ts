@@ -3,7 +3,7 @@ import { isUniqueViolation } from '../../db/unique-violation'
 // The dedup keys must be computed exactly as the inbound path computes them, or an edited lead
 // would stop matching (or wrongly match) the next webhook submission.
 import { CUSTOM_FIELD_NAME_PATTERN, normalizeEmail, normalizePhone } from '../../lib/contact'
-import { csvRow } from '../../lib/csv'
+import { csvCell, csvRow } from '../../lib/csv'
 import { creationPosition, decodeCursor, pageOf } from '../../lib/cursor'
 import { AppError, describeError, errors, type ValidationDetail } from '../../lib/errors'
 import { isUuid } from '../../lib/ids'
@@ -18,11 +18,21 @@ import {
   type LeadListQuery,
   type UpdateLeadBody,
 } from './model'
-import { type LeadChanges, type LeadFilters, type LeadRow, LeadsRepository } from './repository'
+import {
+  type LeadChanges,
+  type LeadExportRow,
+  type LeadFilters,
+  type LeadRow,
+  LeadsRepository,
+} from './repository'
 
 const EMAIL_UNIQUE_INDEX = 'leads_org_email_unique'
-/** Rows per query of the CSV export: one keyset page in memory at a time, whatever the total. */
-export const CSV_EXPORT_BATCH_ROWS = 1000
+/**
+ * Rows per query of the CSV export: one keyset page in memory at a time, whatever the total.
+ * 500: half the rows alive at once of the earlier 1,000 with the same peak on the bench; 250 made
+ * twice the round trips and ran slower on a loaded machine (docs/benchmarks.md, "CSV export").
+ */
+export const CSV_EXPORT_BATCH_ROWS = 500
 
 export function toLead(row: LeadRow): Lead {
   return {
@@ -57,11 +67,14 @@ export class LeadsService {
   }
 
   /**
-   * Every lead the filters match, newest first, as CSV. The stream pulls one keyset page of
-   * CSV_EXPORT_BATCH_ROWS from the database each time the client has read the previous one, so
-   * memory stays flat whatever the number of rows and a slow client slows the queries down
-   * instead of filling a buffer. Leads created after the export starts are not included (ids are
-   * UUIDv7: they sort after the first page).
+   * Every lead the filters match, newest first, as CSV. A pull stream: the next keyset page of
+   * CSV_EXPORT_BATCH_ROWS is queried only when the consumer has taken the previous chunk (one
+   * page queued at most), so a slow client slows the queries down instead of filling a buffer.
+   * Each page goes from the export's own columns straight to one CSV string and one chunk (no
+   * full row, no Lead object, no array per row): what an export costs in memory is the garbage it
+   * makes per row, collected as it goes, so fewer and smaller objects keep the peak flat whatever
+   * the number of rows (docs/benchmarks.md, "CSV export"). Leads created after the export starts
+   * are not included (ids are UUIDv7: they sort after the first page).
    */
   exportCsv(organizationId: string, query: LeadExportQuery): ReadableStream<Uint8Array> {
     const filters = filtersOf(query, CSV_EXPORT_BATCH_ROWS)
@@ -76,12 +89,14 @@ export class LeadsService {
         },
         async pull(controller) {
           try {
-            const rows = await repository.list(organizationId, filters)
-            const page = rows.slice(0, CSV_EXPORT_BATCH_ROWS)
+            const rows = await repository.exportPage(organizationId, filters)
             if (finished) return
-            if (page.length > 0) {
-              controller.enqueue(encoder.encode(page.map((row) => csvRow(csvCellsOf(toLead(row)))).join('')))
-              filters.beforeId = page[page.length - 1]!.id
+            const count = Math.min(rows.length, CSV_EXPORT_BATCH_ROWS)
+            if (count > 0) {
+              let text = ''
+              for (let index = 0; index < count; index++) text += csvLineOf(rows[index]!)
+              controller.enqueue(encoder.encode(text))
+              filters.beforeId = rows[count - 1]!.id
             }
             if (rows.length <= CSV_EXPORT_BATCH_ROWS) {
               finished = true
@@ -199,11 +214,31 @@ function filtersOf(query: LeadExportQuery, limit: number): LeadFilters {
   return filters
 }
 
-function csvCellsOf(lead: Lead): Array<string | null> {
-  return LEAD_CSV_COLUMNS.map((column) => {
-    const value = lead[column]
-    return value === null || typeof value === 'string' ? value : JSON.stringify(value)
-  })
+/** Each CSV column from an export row, as the JSON list shows it (objects as JSON text). */
+const CSV_CELLS: Record<(typeof LEAD_CSV_COLUMNS)[number], (row: LeadExportRow) => string | null> = {
+  lead_id: (row) => row.id,
+  source_id: (row) => row.sourceId,
+  created_at: (row) => row.createdAt.toISOString(),
+  updated_at: (row) => row.updatedAt.toISOString(),
+  first_name: (row) => row.firstName,
+  last_name: (row) => row.lastName,
+  email: (row) => row.email,
+  phone_raw: (row) => row.phoneRaw,
+  phone_e164: (row) => row.phoneE164,
+  status: (row) => row.status,
+  custom_fields: (row) => JSON.stringify(row.customFields),
+  attribution: (row) => JSON.stringify(row.attribution),
+}
+const CSV_CELL_READERS = LEAD_CSV_COLUMNS.map((column) => CSV_CELLS[column])
+
+/** One CSV line (csvRow's rules) without an array of cells per row. */
+function csvLineOf(row: LeadExportRow): string {
+  let line = ''
+  for (let index = 0; index < CSV_CELL_READERS.length; index++) {
+    if (index > 0) line += ','
+    line += csvCell(CSV_CELL_READERS[index]!(row))
+  }
+  return `${line}\r\n`
 }
 
 function textOrNull(value: string | null): string | null {

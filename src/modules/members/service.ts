@@ -1,6 +1,7 @@
 import type { AppContext } from '../../context'
 import { creationPosition, decodeCursor, pageOf } from '../../lib/cursor'
 import { AppError, errors } from '../../lib/errors'
+import { isUuid } from '../../lib/ids'
 import { effectivePermissions, isRole, PERMISSIONS, ROLE_RANK, type Role } from '../../lib/permissions'
 import { DEFAULT_PAGE_SIZE } from '../../lib/schemas'
 import type { Principal } from '../auth/credentials'
@@ -65,6 +66,15 @@ export class MembersService {
     const rows = await listMembers(this.ctx.db, { organizationId: principal.organizationId, beforeId, limit })
     const page = pageOf(rows, limit, creationPosition)
     return { data: page.rows.map(memberView), next_cursor: page.nextCursor }
+  }
+
+  /** One member of the caller's organization; another organization's user is a 404. */
+  async get(principal: Principal, userId: string): Promise<MemberView> {
+    const row = isUuid(userId)
+      ? await findUserInOrganization(this.ctx.db, principal.organizationId, userId)
+      : undefined
+    if (!row) throw errors.notFound('member')
+    return memberView(row)
   }
 
   async add(principal: Principal, input: AddMemberInput): Promise<MemberView> {

@@ -93,6 +93,29 @@ export function Notice(props: { kind: 'error' | 'success'; message?: string | nu
   )
 }
 
+/** What a form's POST did: its error with the fields the API's validation named, or what was done. */
+export function FormOutcome(props: {
+  error?: string | null
+  details?: Array<{ path: string; message: string }>
+  done?: string | null
+}): JSX.Element {
+  return (
+    <>
+      <Notice kind="error" message={props.error} />
+      {props.details?.length ? (
+        <ul class="details">
+          {props.details.map((detail) => (
+            <li safe>{`${detail.path}: ${detail.message}`}</li>
+          ))}
+        </ul>
+      ) : (
+        ''
+      )}
+      <Notice kind="success" message={props.done} />
+    </>
+  )
+}
+
 const ERROR_TITLES: Record<number, string> = {
   400: 'That did not work',
   403: 'Not allowed',

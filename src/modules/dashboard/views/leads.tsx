@@ -1,7 +1,7 @@
 import type { LeadList } from '../../leads/model'
 import type { LeadsPageQuery } from '../model'
 import type { PageSession } from '../session'
-import { documentOf, formatTime, Layout } from './layout'
+import { documentOf, formatTime, Layout, Notice } from './layout'
 
 function queryString(query: LeadsPageQuery, cursor?: string | null): string {
   const params = new URLSearchParams()
@@ -17,6 +17,7 @@ export function leadsPage(view: { session: PageSession; list: LeadList; query: L
   return documentOf(
     <Layout title="Leads" session={view.session} current="/app/leads">
       <h1>Leads</h1>
+      <Notice kind="success" message={view.query.deleted ? 'Lead deleted.' : null} />
       <search>
         <form
           method="get"
@@ -59,7 +60,12 @@ export function leadsPage(view: { session: PageSession; list: LeadList; query: L
                 {view.list.data.map((lead) => (
                   <tr>
                     <td safe>{formatTime(lead.created_at)}</td>
-                    <td safe>{[lead.first_name, lead.last_name].filter(Boolean).join(' ')}</td>
+                    <td>
+                      {/* The link to the lead's page (edit, delete) needs a name even for a lead without one. */}
+                      <a href={`/app/leads/${lead.lead_id}`} safe>
+                        {[lead.first_name, lead.last_name].filter(Boolean).join(' ') || '(no name)'}
+                      </a>
+                    </td>
                     <td safe>{lead.email ?? ''}</td>
                     <td safe>{lead.phone_raw ?? ''}</td>
                     <td safe>{lead.status ?? ''}</td>

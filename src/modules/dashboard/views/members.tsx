@@ -1,4 +1,4 @@
-import { ROLE_RANK, ROLES } from '../../../lib/permissions'
+import { ROLE_RANK, ROLES, type Role } from '../../../lib/permissions'
 import type { MemberView } from '../../members/model'
 import type { PageSession } from '../session'
 import { CsrfField, documentOf, formatTime, Layout, Notice } from './layout'
@@ -7,7 +7,8 @@ export function membersPage(view: {
   session: PageSession
   members: MemberView[]
   error?: string | null
-  added?: string | null
+  /** What the last action did, said above the table. */
+  done?: string | null
 }): string {
   const { session } = view
   // Nobody grants a role above their own (the service refuses it too).
@@ -16,7 +17,7 @@ export function membersPage(view: {
     <Layout title="Members" session={session} current="/app/members">
       <h1>Members</h1>
       <Notice kind="error" message={view.error} />
-      <Notice kind="success" message={view.added ? `${view.added} added.` : null} />
+      <Notice kind="success" message={view.done} />
       <div class="table-wrap">
         <table>
           <caption class="visually-hidden">Members of the organization</caption>
@@ -25,6 +26,7 @@ export function membersPage(view: {
               <th scope="col">E-mail</th>
               <th scope="col">Role</th>
               <th scope="col">Since</th>
+              <th scope="col">Change</th>
             </tr>
           </thead>
           <tbody>
@@ -33,6 +35,14 @@ export function membersPage(view: {
                 <td safe>{member.email}</td>
                 <td>{member.role}</td>
                 <td safe>{formatTime(member.created_at)}</td>
+                <td>
+                  {/* Nobody changes someone ranked above them (the service refuses it too). */}
+                  {ROLE_RANK[member.role] <= ROLE_RANK[session.principal.role] ? (
+                    <MemberControls member={member} grantable={grantable} csrfToken={session.csrfToken} />
+                  ) : (
+                    ''
+                  )}
+                </td>
               </tr>
             ))}
           </tbody>
@@ -63,5 +73,31 @@ export function membersPage(view: {
         <button type="submit">Add member</button>
       </form>
     </Layout>,
+  )
+}
+
+function MemberControls(props: { member: MemberView; grantable: Role[]; csrfToken: string }): JSX.Element {
+  const { member } = props
+  const field = `role-${member.user_id}`
+  return (
+    <div class="inline">
+      <form method="post" action={`/app/members/${member.user_id}/role`} class="inline">
+        <CsrfField token={props.csrfToken} />
+        <label for={field} class="visually-hidden" safe>
+          {`Role of ${member.email}`}
+        </label>
+        <select id={field} name="role">
+          {props.grantable.map((role) => (
+            <option value={role} selected={role === member.role}>
+              {role}
+            </option>
+          ))}
+        </select>
+        <button type="submit">Change role</button>
+      </form>
+      <a href={`/app/members/${member.user_id}/remove`} class="danger">
+        Remove<span class="visually-hidden" safe>{` ${member.email}`}</span>…
+      </a>
+    </div>
   )
 }

@@ -2,7 +2,7 @@ import type { LogEntry, SourceHealth } from '../../delivery-logs/model'
 import type { SourceRecord, SourceWithKey } from '../../sources/model'
 import { formatFieldMapping } from '../service'
 import type { PageSession } from '../session'
-import { CsrfField, documentOf, formatRate, formatTime, Layout, Notice } from './layout'
+import { CsrfField, documentOf, FormOutcome, formatRate, formatTime, Layout } from './layout'
 import { KeyOnce, StatusBadge } from './sources'
 
 export const CHART_OUTCOMES = ['created', 'updated', 'spam', 'error', 'rejected'] as const
@@ -14,6 +14,7 @@ export interface SourceView {
   publicBaseUrl: string
   mayManage: boolean
   mayRegenerate: boolean
+  mayDelete: boolean
   newKey?: SourceWithKey
   newKeyHeadline?: string
   error?: string | null
@@ -51,17 +52,7 @@ export function sourcePage(view: SourceView): string {
         <StatusBadge status={health?.status ?? (source.enabled ? 'unknown' : 'disabled')} />{' '}
         <span safe>{`key …${source.key_hint}`}</span>
       </p>
-      <Notice kind="error" message={view.error} />
-      {view.details?.length ? (
-        <ul class="details">
-          {view.details.map((detail) => (
-            <li safe>{`${detail.path}: ${detail.message}`}</li>
-          ))}
-        </ul>
-      ) : (
-        ''
-      )}
-      <Notice kind="success" message={view.saved ? 'Settings saved.' : null} />
+      <FormOutcome error={view.error} details={view.details} done={view.saved ? 'Settings saved.' : null} />
       {view.newKey ? (
         <KeyOnce source={view.newKey} headline={view.newKeyHeadline ?? 'New webhook URL'} />
       ) : (
@@ -94,6 +85,15 @@ export function sourcePage(view: SourceView): string {
             <button type="submit">Regenerate key</button>
           </form>
         </section>
+      ) : (
+        ''
+      )}
+      {view.mayDelete ? (
+        <p>
+          <a href={`/app/sources/${source.id}/delete`} class="danger">
+            Delete this source…
+          </a>
+        </p>
       ) : (
         ''
       )}

@@ -13,6 +13,7 @@ export interface SourcesView {
   nextCursor: string | null
   mayCreate: boolean
   error?: string | null
+  deleted?: boolean
 }
 
 export function sourcesPage(view: SourcesView): string {
@@ -21,6 +22,7 @@ export function sourcesPage(view: SourcesView): string {
     <Layout title="Sources" session={view.session} current="/app/sources">
       <h1>Sources</h1>
       <Notice kind="error" message={view.error} />
+      <Notice kind="success" message={view.deleted ? 'Source deleted.' : null} />
       {view.mayCreate ? (
         <form method="post" action="/app/sources" class="inline">
           <CsrfField token={view.session.csrfToken} />

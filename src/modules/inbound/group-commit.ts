@@ -1,0 +1,165 @@
+import type { AppContext } from '../../context'
+import { isDatabaseUnavailable } from '../../lib/errors'
+import type { RequestFacts } from '../delivery-logs/log-writer'
+import type { DeliverySignal } from '../webhook-endpoints/signal'
+import type { NormalizedLead } from './normalize'
+import { type InboundRepository, type IngestItem, type IngestRow, ingestItem } from './repository'
+
+/** Bounds one group's statement (about 1 MB of JSON at most; a group of inbound bodies is small). */
+const MAX_GROUP_SIZE = 200
+
+/**
+ * The source was deleted after the request found it in the cache: nothing was written for it
+ * (writers hold the source, and skip it once it is gone).
+ */
+export class SourceGoneError extends Error {
+  constructor(readonly sourceId: string) {
+    super(`source ${sourceId} no longer exists`)
+    this.name = 'SourceGoneError'
+  }
+}
+
+export interface IngestResult {
+  leadId: string
+  outcome: IngestRow['outcome']
+}
+
+interface Waiting {
+  item: IngestItem
+  /** Its dedup keys (dedupKeys), computed once when queued. */
+  keys: string[]
+  resolve(result: IngestResult): void
+  reject(error: unknown): void
+}
+
+/** The keys two submissions of one person share: organization + e-mail, organization + phone. */
+function dedupKeys(item: IngestItem): string[] {
+  const keys: string[] = []
+  if (item.email_normalized !== null) keys.push(`${item.organization_id}:e:${item.email_normalized}`)
+  if (item.phone_e164 !== null) keys.push(`${item.organization_id}:p:${item.phone_e164}`)
+  return keys
+}
+
+/**
+ * Group commit of accepted leads (docs/architecture.md). Leads that arrive in the same event-loop
+ * turn, or while every connection is busy, are written together by one ingest_leads() call: under
+ * load that is one round trip and one commit for many requests, and for a lone request it is a
+ * single call with no added wait. Each lead's promise resolves after the commit.
+ */
+export class GroupCommitWriter {
+  private queue: Waiting[] = []
+  private flushScheduled = false
+  private inFlight = 0
+  /** Dedup keys of the groups being written, with how many groups hold each. */
+  private readonly keysInFlight = new Map<string, number>()
+  private readonly maxInFlight: number
+
+  constructor(
+    private readonly ctx: AppContext,
+    private readonly repository: InboundRepository,
+    private readonly signal: DeliverySignal,
+  ) {
+    // As many groups in flight as the pool has connections; PGlite has one.
+    this.maxInFlight = ctx.database.engine === 'pglite' ? 1 : ctx.config.databasePoolSize
+  }
+
+  /** Dedup + insert or update + delivery-log entry of one accepted lead, resolved after commit. */
+  ingest(
+    source: { id: string; organizationId: string },
+    lead: NormalizedLead,
+    facts: RequestFacts,
+  ): Promise<IngestResult> {
+    const item = ingestItem(source, lead, facts)
+    return new Promise<IngestResult>((resolve, reject) => {
+      this.queue.push({ item, keys: dedupKeys(item), resolve, reject })
+      this.scheduleFlush()
+    })
+  }
+
+  private scheduleFlush(): void {
+    if (this.flushScheduled) return
+    this.flushScheduled = true
+    setImmediate(() => {
+      this.flushScheduled = false
+      this.flush()
+    })
+  }
+
+  private flush(): void {
+    while (this.queue.length > 0 && this.inFlight < this.maxInFlight) {
+      const group = this.takeGroup()
+      // Everything queued belongs to people whose earlier submission is still being written.
+      if (group.length === 0) return
+      const keys = group.flatMap((waiting) => waiting.keys)
+      for (const key of keys) this.keysInFlight.set(key, (this.keysInFlight.get(key) ?? 0) + 1)
+      this.inFlight++
+      void this.write(group).finally(() => {
+        this.inFlight--
+        for (const key of keys) {
+          const left = this.keysInFlight.get(key)! - 1
+          if (left === 0) this.keysInFlight.delete(key)
+          else this.keysInFlight.set(key, left)
+        }
+        if (this.queue.length > 0) this.scheduleFlush()
+      })
+    }
+  }
+
+  /**
+   * The next group, in arrival order. One statement looks a whole group up in one snapshot, so two
+   * submissions of the same person (a shared dedup key) never share a group; and groups run
+   * concurrently on several connections, so a submission also waits while an earlier one of the
+   * same person is being written: each person's submissions are applied in the order they arrived.
+   * A lead left in the queue holds back every later lead that shares a key with it.
+   */
+  private takeGroup(): Waiting[] {
+    const group: Waiting[] = []
+    const claimed = new Set<string>()
+    const left: Waiting[] = []
+    let next = 0
+    for (; next < this.queue.length && group.length < MAX_GROUP_SIZE; next++) {
+      const waiting = this.queue[next]!
+      const held = waiting.keys.some((key) => claimed.has(key) || this.keysInFlight.has(key))
+      for (const key of waiting.keys) claimed.add(key)
+      if (held) left.push(waiting)
+      else group.push(waiting)
+    }
+    this.queue = next === this.queue.length ? left : left.concat(this.queue.slice(next))
+    return group
+  }
+
+  private async write(group: Waiting[]): Promise<void> {
+    group.forEach((waiting, index) => {
+      waiting.item.idx = index
+    })
+    let rows: IngestRow[]
+    try {
+      rows = await this.repository.ingestLeads(group.map((waiting) => waiting.item))
+    } catch (error) {
+      if (group.length === 1 || isDatabaseUnavailable(error)) {
+        for (const waiting of group) waiting.reject(error)
+        return
+      }
+      // A deadlock with another group (two leads updated in crossing order), or one item the
+      // database refused: nothing of the group was committed, so each lead is written on its own and
+      // fails, if at all, alone.
+      this.ctx.logger.warn('group write failed; writing its leads one by one', { error, size: group.length })
+      await Promise.all(group.map((waiting) => this.write([waiting])))
+      return
+    }
+    // The group's webhook events (if its organization has endpoints) are committed: this replica's
+    // worker sends them at once.
+    if (rows[0]?.webhook_events) this.signal.wake()
+    const answered = new Set<number>()
+    for (const row of rows) {
+      answered.add(row.idx)
+      group[row.idx]!.resolve({ leadId: row.lead_id, outcome: row.outcome })
+    }
+    // The function returns no row for an item whose source was deleted meanwhile.
+    if (answered.size < group.length) {
+      for (const waiting of group) {
+        if (!answered.has(waiting.item.idx)) waiting.reject(new SourceGoneError(waiting.item.source_id))
+      }
+    }
+  }
+}

@@ -1,0 +1,78 @@
+import { desc, eq } from 'drizzle-orm'
+import type { AppContext } from '../../src/context'
+import { deliveryLogs } from '../../src/db/schema'
+import type { NormalizedLead } from '../../src/modules/inbound/normalize'
+import { uniqueEmail } from './emails'
+import { createOrganization, createSource } from './factories'
+import { makeTestApp, request, type TestAppOptions } from './test-app'
+
+export type App = Awaited<ReturnType<typeof makeTestApp>>['app']
+
+/** An app, an organization of its own and one source with its key. */
+export async function setup(
+  sourceOptions: Parameters<typeof createSource>[2] = {},
+  appOptions: TestAppOptions = {},
+) {
+  const { app, ctx, services } = await makeTestApp(appOptions)
+  const organization = await createOrganization(ctx)
+  const { source, apiKey } = await createSource(ctx, organization.id, sourceOptions)
+  return { app, ctx, services, organization, source, apiKey }
+}
+
+export const post = (app: App, apiKey: string, json: unknown, headers: Record<string, string> = {}) =>
+  app.handle(request('POST', `/api/webhook/lead/${apiKey}`, { json, headers }))
+
+export const email = () => uniqueEmail('lead')
+
+/** A lead as the inbound pipeline hands it to the group-commit writer. */
+export function leadWithEmail(address: string): NormalizedLead {
+  return {
+    firstName: null,
+    lastName: null,
+    email: address,
+    emailNormalized: address,
+    phoneRaw: null,
+    phoneE164: null,
+    status: null,
+    customFields: {},
+    attribution: {},
+    signals: {},
+  }
+}
+
+export function requestFacts() {
+  return {
+    receivedAt: new Date(),
+    clientIp: '127.0.0.1',
+    origin: null,
+    userAgent: null,
+    bodyBytes: 2,
+    body: '{}',
+    bodyTruncated: false,
+    durationMs: 1,
+  }
+}
+
+/** A source's delivery-log entries, newest first. */
+export async function logsOf(ctx: AppContext, sourceId: string) {
+  return ctx.db
+    .select()
+    .from(deliveryLogs)
+    .where(eq(deliveryLogs.sourceId, sourceId))
+    .orderBy(desc(deliveryLogs.id))
+}
+
+/**
+ * How a source's delivery-log entries were committed: the number of entries of each transaction,
+ * oldest first. A stored lead's entry is written by the same ingest_leads() call as the lead, so
+ * the entries of one group share that call's transaction id (PostgreSQL's `xmin`): a group of n
+ * leads is one n, a lead written alone (or retried alone after its group failed) is a 1.
+ */
+export async function commitSizes(ctx: AppContext, sourceId: string): Promise<number[]> {
+  const rows = await ctx.database.query<{ entries: number }>(
+    `select count(*)::int as entries from delivery_logs where source_id = $1
+      group by xmin::text order by min(id::text)`,
+    [sourceId],
+  )
+  return rows.map((row) => row.entries)
+}

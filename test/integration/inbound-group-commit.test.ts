@@ -1,0 +1,216 @@
+import { describe, expect, test } from 'bun:test'
+import { eq } from 'drizzle-orm'
+import { leads } from '../../src/db/schema'
+import { SourceGoneError } from '../../src/modules/inbound/group-commit'
+import { createSource } from '../helpers/factories'
+import { commitSizes, email, leadWithEmail, logsOf, post, requestFacts, setup } from '../helpers/inbound'
+
+// Group commit: which leads share one ingest_leads() call, and what happens to a group whose source goes away.
+
+describe('POST /api/webhook/lead/{api_key}: outcomes', () => {
+  test('leads queued in the same turn are written by one statement (group commit)', async () => {
+    const { ctx, services, organization, source } = await setup()
+    const { writer } = services.inbound
+    const results = await Promise.all(
+      Array.from({ length: 10 }, () => writer.ingest(source, leadWithEmail(email()), requestFacts())),
+    )
+    // One call for the ten (no lead written alone).
+    expect(await commitSizes(ctx, source.id)).toEqual([10])
+    expect(results.every((result) => result.outcome === 'created')).toBe(true)
+    const stored = await ctx.db.select().from(leads).where(eq(leads.organizationId, organization.id))
+    expect(stored).toHaveLength(10)
+    const logged = await logsOf(ctx, source.id)
+    expect(logged.map((log) => log.leadId).sort()).toEqual(results.map((result) => result.leadId).sort())
+  })
+
+  test('submissions of one person queued in the same turn go in different groups: 1 created, 1 updated', async () => {
+    const { ctx, services, organization, source } = await setup()
+    const { writer } = services.inbound
+    const address = email()
+    const phone = { ...leadWithEmail(email()), phoneRaw: '+44 20 7946 0001', phoneE164: '+442079460001' }
+    const results = await Promise.all([
+      writer.ingest(source, leadWithEmail(address), requestFacts()),
+      writer.ingest(source, leadWithEmail(email()), requestFacts()),
+      writer.ingest(source, { ...leadWithEmail(address), status: 'second' }, requestFacts()),
+      writer.ingest(source, phone, requestFacts()),
+      writer.ingest(source, { ...phone, email: null, emailNormalized: null }, requestFacts()),
+    ])
+    expect(results.map((result) => result.outcome)).toEqual([
+      'created',
+      'created',
+      'updated',
+      'created',
+      'updated',
+    ])
+    expect(results[2]!.leadId).toBe(results[0]!.leadId)
+    expect(results[4]!.leadId).toBe(results[3]!.leadId)
+    // The first group took one submission of each person; the repeats followed in a second group.
+    // Two calls carried the five; none was a lead written alone (as a group that failed retries them).
+    const commits = await commitSizes(ctx, source.id)
+    expect(commits).toHaveLength(2)
+    expect(commits[0]! + commits[1]!).toBe(5)
+    expect(commits.every((size) => size > 1)).toBe(true)
+    const stored = await ctx.db.select().from(leads).where(eq(leads.organizationId, organization.id))
+    expect(stored).toHaveLength(3)
+    expect(stored.find((lead) => lead.id === results[0]!.leadId)?.status).toBe('second')
+  })
+
+  test('one group: submissions that reach one lead by e-mail and by phone are both merged into it', async () => {
+    const { ctx, services, organization, source } = await setup()
+    const { writer } = services.inbound
+    const address = email()
+    const [first] = await Promise.all([
+      writer.ingest(
+        source,
+        { ...leadWithEmail(address), phoneRaw: '+44 20 7946 0002', phoneE164: '+442079460002' },
+        requestFacts(),
+      ),
+    ])
+    const before = await commitSizes(ctx, source.id)
+    const results = await Promise.all([
+      writer.ingest(
+        source,
+        {
+          ...leadWithEmail(address),
+          firstName: 'Ada',
+          status: 'contacted',
+          customFields: { plan: 'basic', seats: 1 },
+        },
+        requestFacts(),
+      ),
+      writer.ingest(
+        source,
+        {
+          ...leadWithEmail(email()),
+          email: null,
+          emailNormalized: null,
+          phoneRaw: '020 7946 0002',
+          phoneE164: '+442079460002',
+          lastName: 'Lovelace',
+          status: 'won',
+          customFields: { plan: 'pro' },
+          attribution: { utm_source: 'ads' },
+        },
+        requestFacts(),
+      ),
+    ])
+    expect((await commitSizes(ctx, source.id)).slice(before.length)).toEqual([2])
+    expect(results).toEqual([
+      { leadId: first!.leadId, outcome: 'updated' },
+      { leadId: first!.leadId, outcome: 'updated' },
+    ])
+    const [lead, ...others] = await ctx.db
+      .select()
+      .from(leads)
+      .where(eq(leads.organizationId, organization.id))
+    expect(others).toHaveLength(0)
+    expect(lead).toMatchObject({
+      id: first!.leadId,
+      firstName: 'Ada',
+      lastName: 'Lovelace',
+      emailNormalized: address,
+      phoneE164: '+442079460002',
+      status: 'won',
+      customFields: { plan: 'pro', seats: 1 },
+      attribution: { utm_source: 'ads' },
+    })
+    const logged = await logsOf(ctx, source.id)
+    expect(logged.filter((log) => log.outcome === 'updated').map((log) => log.leadId)).toEqual([
+      first!.leadId,
+      first!.leadId,
+    ])
+  })
+
+  test('ingest_leads refuses a group whose items share a dedup key, and writes nothing', async () => {
+    const { ctx, organization, source } = await setup()
+    const address = email()
+    const item = (idx: number) => ({
+      idx,
+      organization_id: organization.id,
+      source_id: source.id,
+      new_lead_id: crypto.randomUUID(),
+      log_id: crypto.randomUUID(),
+      email: address,
+      email_normalized: address,
+      custom_fields: {},
+      attribution: {},
+      received_at: new Date().toISOString(),
+      client_ip: '127.0.0.1',
+      body_bytes: 2,
+      body_truncated: false,
+      duration_ms: 1,
+    })
+    const refused = await ctx.database
+      .query('select * from ingest_leads($1::jsonb)', [JSON.stringify([item(0), item(1)])])
+      .catch((error: { code?: string; message: string }) => error)
+    expect(refused).toMatchObject({ code: 'LC409', message: 'two items of one group share a dedup key' })
+    expect(await ctx.db.select().from(leads).where(eq(leads.organizationId, organization.id))).toHaveLength(0)
+    expect(await logsOf(ctx, source.id)).toHaveLength(0)
+  })
+
+  test('a source deleted after the request found it: its lead is refused (404), the rest of its group is stored', async () => {
+    const { app, ctx, services, organization, source, apiKey } = await setup()
+    const doomed = await createSource(ctx, organization.id)
+    // Warm the cache, then delete the source behind its back (no announcement reaches the cache).
+    expect((await post(app, doomed.apiKey, { email: email() })).status).toBe(200)
+    await ctx.database.query('delete from webhook_sources where id = $1', [doomed.source.id])
+
+    // Leads queued in the same turn form one group; the one for the deleted source gets no row back.
+    const { writer } = services.inbound
+    const addresses = Array.from({ length: 5 }, () => email())
+    const results = await Promise.allSettled(
+      addresses.map((address, index) =>
+        writer.ingest(index === 2 ? doomed.source : source, leadWithEmail(address), requestFacts()),
+      ),
+    )
+    // The group was not retried lead by lead: the four stored leads were committed together.
+    expect(await commitSizes(ctx, source.id)).toEqual([4])
+    expect(results.map((result) => result.status)).toEqual([
+      'fulfilled',
+      'fulfilled',
+      'rejected',
+      'fulfilled',
+      'fulfilled',
+    ])
+    expect((results[2] as PromiseRejectedResult).reason).toBeInstanceOf(SourceGoneError)
+    const stored = await ctx.db.select().from(leads).where(eq(leads.sourceId, source.id))
+    expect(stored.map((lead) => lead.emailNormalized).sort()).toEqual(
+      addresses.filter((_, index) => index !== 2).sort(),
+    )
+    expect(await logsOf(ctx, doomed.source.id)).toEqual([])
+
+    // Through HTTP the deleted source is a 404 with the webhook body, and stays one.
+    const response = await post(app, doomed.apiKey, { email: email() })
+    expect(response.status).toBe(404)
+    expect((await response.json()).error).toBe('webhook_not_found')
+    expect((await post(app, doomed.apiKey, { email: email() })).status).toBe(404)
+    expect((await post(app, apiKey, { email: email() })).status).toBe(200)
+  })
+
+  test('a rejection logged for a source deleted meanwhile is dropped, not left without its source', async () => {
+    const { ctx, services, organization } = await setup()
+    const doomed = await createSource(ctx, organization.id)
+    const kept = await createSource(ctx, organization.id)
+    await ctx.database.query('delete from webhook_sources where id = $1', [doomed.source.id])
+    const entry = (sourceId: string) => ({
+      sourceId,
+      organizationId: organization.id,
+      ...requestFacts(),
+      method: 'POST',
+      httpStatus: 429,
+      outcome: 'rejected' as const,
+      reason: 'rate_limited',
+      spamReasons: [],
+      repeatCount: 3,
+    })
+    await services.inbound.deliveryLogs.write([entry(doomed.source.id), entry(kept.source.id)])
+    expect(await logsOf(ctx, doomed.source.id)).toEqual([])
+    const [log] = await logsOf(ctx, kept.source.id)
+    expect(log).toMatchObject({
+      outcome: 'rejected',
+      httpStatus: 429,
+      reason: 'rate_limited',
+      repeatCount: 3,
+    })
+  })
+})
