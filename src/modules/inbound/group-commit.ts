@@ -42,7 +42,8 @@ function dedupKeys(item: IngestItem): string[] {
 
 /**
  * Group commit of accepted leads (docs/architecture.md). Leads that arrive in the same event-loop
- * turn, or while every connection is busy, are written together by one ingest_leads() call: under
+ * turn, or while every connection is busy, are written together by one ingest_leads() call
+ * (drizzle/functions/ingest_leads.sql): under
  * load that is one round trip and one commit for many requests, and for a lone request it is a
  * single call with no added wait. Each lead's promise resolves after the commit.
  */
