@@ -13,6 +13,7 @@ import { LastRequestRecorder } from './modules/inbound/last-request'
 import { RejectionAggregator } from './modules/inbound/rejection-aggregator'
 import { InboundRepository } from './modules/inbound/repository'
 import { InboundService } from './modules/inbound/service'
+import type { LeadsRepository } from './modules/leads/repository'
 import { LeadsService } from './modules/leads/service'
 import { MembersService } from './modules/members/service'
 import { PatService } from './modules/pat/service'
@@ -29,7 +30,16 @@ import { DeliveryWorker } from './modules/webhook-endpoints/worker'
  * set per context: two sets would mean two source caches, two delivery workers and two
  * write-behind buffers for one database.
  */
-export function buildServices(ctx: AppContext) {
+/**
+ * Parts a caller supplies instead of the default ones: a test that observes a repository's calls
+ * (test/integration/leads-export.test.ts counts the export's page reads) without reaching into a
+ * service's private fields.
+ */
+export interface ServiceParts {
+  leadsRepository?: LeadsRepository
+}
+
+export function buildServices(ctx: AppContext, parts: ServiceParts = {}) {
   // Per-request state (request id, client IP, rate-limit headers) shared by the plugins and the
   // inbound route, which reads the client IP and records its own limit headers.
   const requests = new RequestRegistry(ctx.config.trustProxy)
@@ -42,7 +52,7 @@ export function buildServices(ctx: AppContext) {
   const sourceCache = new SourceCache(ctx)
   const identity = new IdentityService(ctx)
   const deliveryLogs = new DeliveryLogsService(ctx)
-  const leads = new LeadsService(ctx)
+  const leads = new LeadsService(ctx, parts.leadsRepository)
   const pat = new PatService(ctx)
   const members = new MembersService(ctx, identity)
   const sources = new SourcesService(ctx, sourceCache)

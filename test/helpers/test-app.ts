@@ -5,7 +5,7 @@ import { type DatabaseHandle, openDatabase } from '../../src/db/client'
 import { runMigrations } from '../../src/db/migrate'
 import { createMemoryLogger, type LogFields } from '../../src/lib/logger'
 import { MemoryRateLimiter } from '../../src/lib/rate-limit'
-import { buildServices } from '../../src/services'
+import { buildServices, type ServiceParts } from '../../src/services'
 import { contractOf } from './contract'
 import { createSignedInUser } from './factories'
 
@@ -52,13 +52,15 @@ export interface TestAppOptions extends Omit<ContextOverrides, 'database'> {
    * Off only where a test provokes what no client can be promised (a failing database's 500).
    */
   contract?: boolean
+  /** Parts of the services built from the test's context instead of the defaults (ServiceParts). */
+  parts?: (ctx: AppContext) => ServiceParts
 }
 
 /** The lines each test context's memory logger kept (loggedLines). */
 const memoryLogs = new WeakMap<AppContext, LogFields[]>()
 
 export async function makeTestContext(options: TestAppOptions = {}): Promise<AppContext> {
-  const { env, contract: _contract, ...overrides } = options
+  const { env, contract: _contract, parts: _parts, ...overrides } = options
   const config = testConfig(env)
   const database = await testDatabase()
   const logger = createMemoryLogger('debug')
@@ -87,7 +89,7 @@ export function loggedLines(ctx: AppContext): LogFields[] {
  */
 export async function makeTestApp(options: TestAppOptions = {}) {
   const ctx = await makeTestContext(options)
-  const services = buildServices(ctx)
+  const services = buildServices(ctx, options.parts?.(ctx))
   const app = createApp(ctx, { services })
   if (options.contract !== false) checkResponsesAgainstDocument(app)
   return { ctx, services, app }

@@ -52,11 +52,10 @@ export function toLead(row: LeadRow): Lead {
 }
 
 export class LeadsService {
-  private readonly repository: LeadsRepository
-
-  constructor(private readonly ctx: AppContext) {
-    this.repository = new LeadsRepository(ctx)
-  }
+  constructor(
+    private readonly ctx: AppContext,
+    private readonly repository: LeadsRepository = new LeadsRepository(ctx),
+  ) {}
 
   async list(organizationId: string, query: LeadListQuery): Promise<LeadList> {
     const limit = query.limit ?? DEFAULT_PAGE_SIZE
