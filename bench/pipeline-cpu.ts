@@ -4,9 +4,8 @@ import { loadConfig } from '../src/config'
 import { createContext } from '../src/context'
 import { FakeClock } from '../src/lib/clock'
 import { requestPath } from '../src/lib/http'
-import { inputGuard } from '../src/lib/input-guard'
 import { MemoryRateLimiter } from '../src/lib/rate-limit'
-import { inboundService } from '../src/modules/inbound/service'
+import { buildServices } from '../src/services'
 import { answerWithoutWork } from './floor-server'
 import { prepareBenchDatabase } from './ingest'
 import { freePort, log, medianBy, round, runWrk } from './support'
@@ -64,21 +63,26 @@ const config = loadConfig({
 // A clock moved a minute on before each round, so no key reaches its 60 per minute across rounds.
 const clock = new FakeClock(Date.now())
 const ctx = await createContext(config, { limiter: new MemoryRateLimiter(), clock })
-const writer = inboundService(ctx).writer
+const services = buildServices(ctx)
+const writer = services.inbound.writer
 writer.ingest = async () => ({ leadId: Bun.randomUUIDv7(), outcome: 'created' })
-const service = createApp(ctx).listen({ port: servicePort, hostname: '127.0.0.1' })
+const service = createApp(ctx, { services }).listen({ port: servicePort, hostname: '127.0.0.1' })
 
 // The same pipeline with the input guard switched off (every check a no-op).
 const unguardedPort = await freePort()
 const unguardedCtx = await createContext(config, { limiter: new MemoryRateLimiter(), clock })
-inboundService(unguardedCtx).writer.ingest = writer.ingest
-const off = inputGuard(unguardedCtx)
+const unguardedServices = buildServices(unguardedCtx)
+unguardedServices.inbound.writer.ingest = writer.ingest
+const off = unguardedServices.inputGuard
 off.checkJsonDepth = () => {}
 off.unstorable = () => []
 off.checkRequest = () => {}
 off.checkDeclaredLength = () => {}
 off.arm = () => {}
-const unguarded = createApp(unguardedCtx).listen({ port: unguardedPort, hostname: '127.0.0.1' })
+const unguarded = createApp(unguardedCtx, { services: unguardedServices }).listen({
+  port: unguardedPort,
+  hostname: '127.0.0.1',
+})
 
 const rows: Array<{ round: number; bare: number; service: number; serviceRps: number; unguarded: number }> =
   []
@@ -133,7 +137,7 @@ console.error(
 
 /** CPU µs of the guard's work for one inbound request, on bodies shaped like the wrk script's. */
 function guardWorkPerRequest(): number {
-  const guard = inputGuard(ctx)
+  const guard = services.inputGuard
   const key = readFileSync(keysFile, 'utf8').split('\n')[0]!
   const requests = Array.from({ length: 1000 }, (_, index) => {
     const text = `{"first_name":"Bench","last_name":"User","email":"run-1-${index}@example.com","status":"new","company":"Acme Ltd"}`

@@ -5,7 +5,7 @@ import { runMigrations } from '../src/db/migrate'
 import { newId } from '../src/lib/ids'
 import { createMemoryLogger } from '../src/lib/logger'
 import { SecretBox } from '../src/lib/secrets'
-import { DeliveryWorker } from '../src/modules/webhook-endpoints/worker'
+import { buildServices } from '../src/services'
 import { freshDatabase, log, round } from './support'
 
 /**
@@ -82,7 +82,8 @@ try {
       (await sql`select xact_commit from pg_stat_database where datname = current_database()`)[0]!
         .xact_commit,
     )
-  const worker = new DeliveryWorker(ctx)
+  // The worker as a replica builds it (buildServices), never started: driven by deliverDue() alone.
+  const worker = buildServices(ctx).deliveryWorker
   // Warm: the endpoint read, the statements prepared, a connection to the receiver.
   await worker.deliverDue()
   const [pending] = await sql<{ count: number }[]>`select count(*)::int as count from webhook_deliveries

@@ -13,11 +13,13 @@ import { patModule } from './modules/pat'
 import { sourcesModule } from './modules/sources'
 import { webhookEndpointsModule } from './modules/webhook-endpoints'
 import { webhookEventsDocument } from './modules/webhook-endpoints/openapi'
+import { authPlugin } from './plugins/auth'
 import { errorsPlugin } from './plugins/errors'
 import { inputGuardPlugin } from './plugins/input-guard'
 import { openapiPlugin } from './plugins/openapi'
 import { RouteTemplates, rateLimitPlugin } from './plugins/rate-limit'
-import { requestContextPlugin, requestRegistry } from './plugins/request-context'
+import { requestContextPlugin } from './plugins/request-context'
+import { buildServices, type Services } from './services'
 import { type BuiltTracker, trackerModule } from './tracker'
 
 /**
@@ -25,13 +27,19 @@ import { type BuiltTracker, trackerModule } from './tracker'
  * `app.handle(request)`. Order matters: request context, then errors, then the rate limiter (so its
  * headers are known before routing), then the input guard (body size, JSON depth, storable text;
  * after the limiter so its refusals carry the limit headers), then the modules.
- * `options.tracker` is the prebuilt tracker.js (src/index.ts builds it before listening, so a broken
- * build stops start-up); without it the script is built on its first request.
+ * `options.services` are the replica's services (src/services.ts): src/index.ts builds them once and
+ * hands the same ones to its background work (src/jobs.ts), tests get them from makeTestApp;
+ * without them the app builds its own. `options.tracker` is the prebuilt tracker.js (src/index.ts
+ * builds it before listening, so a broken build stops start-up); without it the script is built on
+ * its first request.
  */
-export function createApp(ctx: AppContext, options: { tracker?: BuiltTracker } = {}) {
+export function createApp(ctx: AppContext, options: { services?: Services; tracker?: BuiltTracker } = {}) {
+  const services = options.services ?? buildServices(ctx)
   // The limiter runs before routing; it names buckets after the templates of the routes below.
   const routes = new RouteTemplates()
-  const registry = requestRegistry(ctx)
+  const registry = services.requests
+  // One instance for every module that declares `auth` on its routes.
+  const auth = authPlugin(services.credentials)
   const app = new Elysia({
     // Bun answers a body over its cap with a bare 413 (no body, no request id, no rate-limit
     // headers) before the app sees it; the input guard enforces its 1 MiB limit itself with
@@ -47,22 +55,29 @@ export function createApp(ctx: AppContext, options: { tracker?: BuiltTracker } =
       registry.open(canonical, app.server?.requestIP(request)?.address)
       return handle(canonical)
     })
-    .use(requestContextPlugin(ctx))
-    .use(errorsPlugin(ctx, { errorPage: dashboardErrorPage }))
-    .use(rateLimitPlugin(ctx, routes))
-    .use(inputGuardPlugin(ctx))
+    .use(requestContextPlugin(ctx, registry))
+    .use(errorsPlugin(ctx, registry, { errorPage: dashboardErrorPage }))
+    .use(
+      rateLimitPlugin(ctx, {
+        registry,
+        resolver: services.credentials,
+        checkLimit: services.checkLimit,
+        routes,
+      }),
+    )
+    .use(inputGuardPlugin(services.inputGuard))
     .use(openapiPlugin(ctx.config, { webhooks: webhookEventsDocument() }))
     .use(healthModule(ctx))
-    .use(inboundModule(ctx))
-    .use(trackerModule(ctx, options.tracker))
-    .use(deliveryLogsModule(ctx))
-    .use(sourcesModule(ctx))
-    .use(authModule(ctx))
-    .use(leadsModule(ctx))
-    .use(patModule(ctx))
-    .use(membersModule(ctx))
-    .use(webhookEndpointsModule(ctx))
-    .use(dashboardModule(ctx))
+    .use(inboundModule(ctx, services.inbound))
+    .use(trackerModule(options.tracker))
+    .use(deliveryLogsModule(services.deliveryLogs, auth))
+    .use(sourcesModule(services.sources, auth))
+    .use(authModule(services.identity, auth))
+    .use(leadsModule(ctx, services.leads, auth))
+    .use(patModule(services.pat, auth))
+    .use(membersModule(services.members, auth))
+    .use(webhookEndpointsModule(services.webhookEndpoints, auth))
+    .use(dashboardModule(ctx, { service: services.dashboard, resolver: services.credentials }))
   routes.load(app.routes)
   return app
 }

@@ -2,12 +2,9 @@ import { createApp } from './app'
 import { type Config, ConfigError, loadConfig } from './config'
 import { type AppContext, createContext } from './context'
 import { runMigrations } from './db/migrate'
-import { refreshPlannerStatistics, STATISTICS_CHECK_INTERVAL_MS } from './db/planner-statistics'
+import { startBackgroundWork } from './jobs'
 import { describeError } from './lib/errors'
-import { startPeriodicJobs } from './lib/periodic'
-import { deliveryLogJobs } from './modules/delivery-logs/jobs'
-import { webhookJobs } from './modules/webhook-endpoints/jobs'
-import { deliveryWorker } from './modules/webhook-endpoints/worker'
+import { buildServices } from './services'
 import { type BuiltTracker, buildTracker } from './tracker'
 
 /** Start-up only: config → context → migrations → tracker build → listen → signals. */
@@ -67,9 +64,6 @@ try {
   process.exit(1)
 }
 
-// Health roll-up, log retention, planner statistics and outbound webhooks: timers stopped by
-// ctx.close() on shutdown. The webhook worker is woken by this replica's writes and polled by its
-// job; its in-flight attempts finish or are handed back on shutdown (its own ctx.onClose hook).
 if (!config.webhookSecretsKey) {
   // Made (or read) now, so an unwritable DATA_DIR stops start-up rather than the first endpoint.
   try {
@@ -85,19 +79,12 @@ if (!config.webhookSecretsKey) {
     )
   }
 }
-deliveryWorker(ctx).start()
-startPeriodicJobs(ctx, [
-  ...deliveryLogJobs(ctx),
-  ...webhookJobs(ctx),
-  {
-    name: 'planner statistics',
-    firstDelayMs: STATISTICS_CHECK_INTERVAL_MS,
-    intervalMs: STATISTICS_CHECK_INTERVAL_MS,
-    run: () => refreshPlannerStatistics(ctx),
-  },
-])
+// One set of services for the app and the background work (src/jobs.ts: the delivery worker, the
+// periodic jobs, the write-behind buffers), all stopped and flushed by ctx.close() on shutdown.
+const services = buildServices(ctx)
+startBackgroundWork(ctx, services)
 
-const app = createApp(ctx, { tracker }).listen({
+const app = createApp(ctx, { services, tracker }).listen({
   port: config.port,
   hostname: config.host,
   reusePort: config.reusePort,

@@ -3,7 +3,7 @@ import type { AppContext } from '../context'
 import { isUuid } from '../lib/ids'
 import { cleanName } from '../lib/names'
 import { planFeatures } from '../lib/permissions'
-import { identityService } from '../modules/auth/service'
+import { IdentityService } from '../modules/auth/service'
 import { checkEmail, checkPassword, parseOptions, UsageError } from './args'
 import type { CliCommand, CommandIo } from './commands'
 
@@ -29,7 +29,7 @@ async function create(ctx: AppContext, args: string[], io: CommandIo): Promise<n
   const plan = values.plan ?? ctx.config.defaultPlan
   if (!isPlan(plan)) problems.push(`--plan must be one of ${PLANS.join(', ')}`)
   if (problems.length > 0 || !isPlan(plan)) throw new UsageError(problems)
-  const { organization, user } = await identityService(ctx).createOrganizationWithOwner({
+  const { organization, user } = await new IdentityService(ctx).createOrganizationWithOwner({
     organizationName: name,
     email,
     password,
@@ -50,7 +50,7 @@ async function setPlan(ctx: AppContext, args: string[], io: CommandIo): Promise<
   if (!(PLANS as readonly string[]).includes(plan))
     problems.push(`plan must be one of ${PLANS.join(', ')}, not "${plan}"`)
   if (problems.length > 0) throw new UsageError(problems)
-  const organization = await identityService(ctx).setPlan(id.toLowerCase(), plan as PlanName)
+  const organization = await new IdentityService(ctx).setPlan(id.toLowerCase(), plan as PlanName)
   io.stdout(
     `${JSON.stringify({ organization_id: organization.id, plan: organization.plan, features: planFeatures(organization.plan) })}\n`,
   )

@@ -2,7 +2,8 @@ import { eq } from 'drizzle-orm'
 import type { AppContext } from '../context'
 import { organizations } from '../db/schema'
 import { isUuid } from '../lib/ids'
-import { sourcesService } from '../modules/sources/service'
+import { SourcesService } from '../modules/sources/service'
+import { SourceCache } from '../modules/sources/source-cache'
 import { parseOptions, UsageError } from './args'
 import type { CliCommand, CommandIo } from './commands'
 
@@ -43,7 +44,7 @@ export async function sourcesCreate(ctx: AppContext, args: string[], io: Command
   const bodies = Array.from({ length: count }, (_, index) => ({
     name: count === 1 ? name : `${name} ${index + 1}`,
   }))
-  const created = await sourcesService(ctx).createMany(organization.id, bodies)
+  const created = await new SourcesService(ctx, new SourceCache(ctx)).createMany(organization.id, bodies)
   io.stdout(`${created.map((source) => source.webhook_url).join('\n')}\n`)
   io.stderr(`created ${count} source${count === 1 ? '' : 's'} in organization ${organization.id}\n`)
   return 0

@@ -1,7 +1,7 @@
 import type { AppContext } from '../context'
 import { isUuid } from '../lib/ids'
 import { isRole, ROLES } from '../lib/permissions'
-import { identityService } from '../modules/auth/service'
+import { IdentityService } from '../modules/auth/service'
 import { checkEmail, checkPassword, parseOptions, UsageError } from './args'
 import type { CliCommand, CommandIo } from './commands'
 
@@ -18,7 +18,7 @@ async function create(ctx: AppContext, args: string[], io: CommandIo): Promise<n
   const role = values.role?.trim() ?? ''
   if (!isRole(role)) problems.push(`--role must be one of ${ROLES.join(', ')}`)
   if (problems.length > 0 || !isRole(role)) throw new UsageError(problems)
-  const user = await identityService(ctx).createUser({
+  const user = await new IdentityService(ctx).createUser({
     organizationId: org.toLowerCase(),
     email,
     password,

@@ -2,8 +2,8 @@ import { SQL } from 'bun'
 
 /**
  * DATABASE_DRIVER=bun-sql: the parameterised statements of `DatabaseHandle.query` whose parameters
- * are all scalars (the group commit's `ingest_leads($1::jsonb)`, `log_deliveries`, the delivery-log
- * reads) go through Bun's built-in client; Drizzle, LISTEN/NOTIFY and the statements with array
+ * are all scalars (the group commit's `ingest_leads($1::jsonb)`, the one such statement of the
+ * request path) go through Bun's built-in client; Drizzle, LISTEN/NOTIFY and the statements with array
  * parameters stay on postgres.js. The same least-work handler is ~1.3× faster on Bun.sql
  * (docs/benchmarks.md), and the hot path is exactly these statements.
  *

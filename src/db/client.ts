@@ -23,9 +23,11 @@ export interface DatabaseHandle {
   listen(channel: string, onMessage: (payload: string) => void, onConnect?: () => void): Promise<void>
   notify(channel: string, payload: string): Promise<void>
   /**
-   * A parameterised statement sent as-is and prepared once per connection. For the few hot paths
-   * the query builder cannot express as a prepared statement (a function call); everything else
-   * goes through Drizzle.
+   * A parameterised statement sent as-is and prepared once per connection (a named statement on
+   * postgres.js, where Drizzle's `execute` sends unnamed ones). Kept for the inbound hot path, which
+   * calls ingest_leads() for every group of accepted leads (src/modules/inbound/repository.ts), and for what
+   * src/db/ runs itself (planner statistics). Everything else goes through Drizzle: the builder, or
+   * `sql` templates through sqlRows (src/db/rows.ts); docs/architecture.md "Speaking SQL".
    */
   query<Row>(text: string, params: unknown[]): Promise<Row[]>
   close(): Promise<void>

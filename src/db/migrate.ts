@@ -6,6 +6,7 @@ import postgres from 'postgres'
 import type { Config } from '../config'
 import type { Logger } from '../lib/logger'
 import type { DatabaseHandle } from './client'
+import { applyRepeatableMigrations, type RepeatableResult } from './repeatable'
 
 export const MIGRATIONS_FOLDER = fileURLToPath(new URL('../../drizzle', import.meta.url))
 
@@ -13,15 +14,18 @@ export const MIGRATIONS_FOLDER = fileURLToPath(new URL('../../drizzle', import.m
 const MIGRATION_LOCK_ID = 7_364_521_001
 
 /**
- * Applies pending migrations from `drizzle/`. On PostgreSQL a session-level advisory lock on a
+ * Applies pending migrations from `drizzle/`, then the repeatable ones of `drizzle/functions/` whose
+ * checksum changed (src/db/repeatable.ts). On PostgreSQL a session-level advisory lock on a
  * dedicated connection serialises replicas that start at the same moment: the second waits, then
  * finds nothing left to apply.
  */
 export async function runMigrations(config: Config, handle: DatabaseHandle, logger: Logger): Promise<void> {
   const started = performance.now()
+  let functions: RepeatableResult
   if (handle.engine === 'pglite' || !config.databaseUrl) {
     const { migrate: migratePglite } = await import('drizzle-orm/pglite/migrator')
     await migratePglite(handle.db as never, { migrationsFolder: MIGRATIONS_FOLDER })
+    functions = await applyRepeatableMigrations(handle.db)
   } else {
     const client = postgres(config.databaseUrl, { max: 1, onnotice: () => {}, connect_timeout: 5 })
     try {
@@ -29,6 +33,7 @@ export async function runMigrations(config: Config, handle: DatabaseHandle, logg
       await db.execute(sql`select pg_advisory_lock(${MIGRATION_LOCK_ID})`)
       try {
         await migratePostgres(db, { migrationsFolder: MIGRATIONS_FOLDER })
+        functions = await applyRepeatableMigrations(db)
       } finally {
         await db.execute(sql`select pg_advisory_unlock(${MIGRATION_LOCK_ID})`)
       }
@@ -36,5 +41,8 @@ export async function runMigrations(config: Config, handle: DatabaseHandle, logg
       await client.end({ timeout: 5 })
     }
   }
-  logger.info('migrations applied', { duration_ms: Math.round(performance.now() - started) })
+  logger.info('migrations applied', {
+    functions_applied: functions.applied,
+    duration_ms: Math.round(performance.now() - started),
+  })
 }

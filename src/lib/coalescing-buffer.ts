@@ -1,5 +1,3 @@
-import type { AppContext } from '../context'
-
 export interface CoalescingBufferOptions<Value> {
   intervalMs: number
   /** Combines two values noted under one key; `earlier` was noted first. */
@@ -18,18 +16,14 @@ export interface CoalescingBufferOptions<Value> {
  * and on shutdown: work that must leave the request path (a per-source time, a count of refused
  * requests) costs one statement per interval instead of one per request. One write at a time;
  * a failed batch is merged back under whatever was noted meanwhile and retried on the next tick.
+ * Every buffer of the service is listed in src/jobs.ts, which stops (flushes) them on shutdown.
  */
 export class CoalescingBuffer<Value> {
   private pending = new Map<string, Value>()
   private timer: ReturnType<typeof setInterval> | undefined
   private flushing: Promise<void> | undefined
 
-  constructor(
-    ctx: AppContext,
-    private readonly options: CoalescingBufferOptions<Value>,
-  ) {
-    ctx.onClose(() => this.stop())
-  }
+  constructor(private readonly options: CoalescingBufferOptions<Value>) {}
 
   add(key: string, value: Value): void {
     const earlier = this.pending.get(key)

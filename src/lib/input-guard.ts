@@ -1,5 +1,4 @@
 import { AppError, errors, type ValidationDetail } from './errors'
-import { perContext } from './memo'
 
 /**
  * Input limits every route shares (docs/security.md, "Input limits"). Checked while the request is
@@ -285,5 +284,3 @@ export class InputGuard {
     return this.refusals.get(request)
   }
 }
-
-export const inputGuard = perContext((_ctx: object) => new InputGuard())

@@ -8,12 +8,12 @@ export interface PeriodicJob {
 }
 
 /**
- * Background jobs of a replica, started by src/index.ts (tests call the jobs directly): each first
- * runs shortly after start, then every interval. A run never overlaps the previous one; failures
- * are logged and retried on the next tick. Stopped on shutdown: timers cleared, runs in progress
- * awaited (a long job checks `shouldStop` between its steps).
+ * Background jobs of a replica (listed in src/jobs.ts, started by src/index.ts; tests call the jobs
+ * directly): each first runs shortly after start, then every interval. A run never overlaps the
+ * previous one; failures are logged and retried on the next tick. The returned stop clears the
+ * timers and awaits the runs in progress (a long job checks `shouldStop` between its steps).
  */
-export function startPeriodicJobs(ctx: AppContext, jobs: PeriodicJob[]): void {
+export function startPeriodicJobs(ctx: AppContext, jobs: PeriodicJob[]): () => Promise<void> {
   let stopped = false
   const shouldStop = () => stopped
   const running = new Set<Promise<unknown>>()
@@ -39,9 +39,9 @@ export function startPeriodicJobs(ctx: AppContext, jobs: PeriodicJob[]): void {
       clearInterval(every)
     }
   })
-  ctx.onClose(async () => {
+  return async () => {
     stopped = true
     for (const clear of timers) clear()
     await Promise.allSettled([...running])
-  })
+  }
 }

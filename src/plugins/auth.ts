@@ -1,11 +1,9 @@
 import { Elysia } from 'elysia'
-import type { AppContext } from '../context'
 import { AppError, errors } from '../lib/errors'
-import { perContext } from '../lib/memo'
 import type { Feature, Permission } from '../lib/permissions'
 import {
   type Authentication,
-  CredentialResolver,
+  type CredentialResolver,
   INVALID_CREDENTIAL_MESSAGE,
   type Principal,
 } from '../modules/auth/credentials'
@@ -18,8 +16,6 @@ export interface AuthRequirement {
   /** Only a session may call (e.g. creating a PAT). */
   sessionOnly?: boolean
 }
-
-export const credentialResolver = perContext((ctx: AppContext) => new CredentialResolver(ctx))
 
 const MISSING_CREDENTIAL_MESSAGE =
   'authentication required: send a session token or PAT as "Authorization: Bearer <token>", or a PAT as "X-API-Key: <token>"'
@@ -74,8 +70,7 @@ export function allows(principal: Principal, requirement: AuthRequirement | true
  * route resolves `principal` or answers 401 / 403 with DESIGN §4 bodies. Headers only: the
  * dashboard's session cookie is never accepted here.
  */
-export const authPlugin = perContext((ctx: AppContext) => {
-  const resolver = credentialResolver(ctx)
+export function authPlugin(resolver: CredentialResolver) {
   return new Elysia({ name: 'auth' }).macro({
     auth: (requirement: AuthRequirement | true) => ({
       detail: { security: [{ bearerAuth: [] }, { apiKeyAuth: [] }] },
@@ -84,4 +79,6 @@ export const authPlugin = perContext((ctx: AppContext) => {
       },
     }),
   })
-})
+}
+
+export type AuthPlugin = ReturnType<typeof authPlugin>

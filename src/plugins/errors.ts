@@ -1,8 +1,8 @@
 import { Elysia } from 'elysia'
 import type { AppContext } from '../context'
 import { AppError, describeDatabaseError, describeError, errors } from '../lib/errors'
+import type { RequestRegistry } from '../lib/http'
 import { describeValidationIssues, type ValidationIssue } from '../lib/validation-messages'
-import { requestRegistry } from './request-context'
 
 interface ValidationLike {
   all?: ValidationIssue[]
@@ -20,8 +20,11 @@ export type ErrorPageRenderer = (request: Request, status: number, message: stri
  * headers already set for the response (rate limit, CORS), logs only 5xx. Database outages become 503 with
  * Retry-After instead of 500. On the dashboard's routes the same error is an HTML page instead.
  */
-export function errorsPlugin(ctx: AppContext, options: { errorPage?: ErrorPageRenderer } = {}) {
-  const registry = requestRegistry(ctx)
+export function errorsPlugin(
+  ctx: AppContext,
+  registry: RequestRegistry,
+  options: { errorPage?: ErrorPageRenderer } = {},
+) {
   return new Elysia({ name: 'errors' }).onError({ as: 'global' }, ({ code, error, request, set }) => {
     const meta = registry.get(request)
     let appError: AppError

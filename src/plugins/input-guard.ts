@@ -1,7 +1,6 @@
 import { Elysia } from 'elysia'
-import type { AppContext } from '../context'
 import { requestPath } from '../lib/http'
-import { inputGuard } from '../lib/input-guard'
+import type { InputGuard } from '../lib/input-guard'
 
 /**
  * The parse-time guard every route goes through (docs/security.md, "Input limits"):
@@ -14,8 +13,7 @@ import { inputGuard } from '../lib/input-guard'
  * The inbound route reads its own body (100 KB limit) and applies the same guard in its service.
  * Registered after the rate limiter, so its refusals carry the rate-limit headers.
  */
-export function inputGuardPlugin(ctx: AppContext) {
-  const guard = inputGuard(ctx)
+export function inputGuardPlugin(guard: InputGuard) {
   return new Elysia({ name: 'input-guard' })
     .onRequest(({ request }) => {
       // The inbound route reads its own body, within its own limit (and logs refusals for the

@@ -1,9 +1,8 @@
 import { Elysia } from 'elysia'
 import type { AppContext } from '../context'
-import { isDashboardPath, isProbePath, requestPath } from '../lib/http'
-import { checkRateLimit, platformRule, type RateLimitRule, WINDOW_MS } from '../lib/rate-limit'
-import { credentialResolver } from './auth'
-import { requestRegistry } from './request-context'
+import { isDashboardPath, isProbePath, type RequestRegistry, requestPath } from '../lib/http'
+import { platformRule, type RateLimitCheck, type RateLimitRule, WINDOW_MS } from '../lib/rate-limit'
+import type { CredentialResolver } from '../modules/auth/credentials'
 
 export const MANAGEMENT_LIMIT_PER_MIN = 100
 
@@ -92,12 +91,23 @@ export class RouteTemplates {
  * would let one client create buckets without bound. Runs before routing, so 404s and 401s carry
  * the headers too.
  */
-export function rateLimitPlugin(ctx: AppContext, routes: RouteTemplates) {
-  const registry = requestRegistry(ctx)
-  const resolver = credentialResolver(ctx)
+export function rateLimitPlugin(
+  ctx: AppContext,
+  {
+    registry,
+    resolver,
+    checkLimit,
+    routes,
+  }: {
+    registry: RequestRegistry
+    resolver: CredentialResolver
+    checkLimit: RateLimitCheck
+    routes: RouteTemplates
+  },
+) {
   /** The headers go on the response (errors included); a refusal is thrown as the 429. */
   const enforce = async (headers: Record<string, unknown>, rules: RateLimitRule[]) => {
-    const decision = await checkRateLimit(ctx, rules)
+    const decision = await checkLimit(rules)
     Object.assign(headers, decision.headers)
     if (decision.refusal) throw decision.refusal
   }

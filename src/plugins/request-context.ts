@@ -1,16 +1,12 @@
 import { Elysia } from 'elysia'
 import type { AppContext } from '../context'
-import { isProbePath, RequestRegistry, requestPath } from '../lib/http'
-import { perContext } from '../lib/memo'
-
-export const requestRegistry = perContext((ctx: AppContext) => new RequestRegistry(ctx.config.trustProxy))
+import { isProbePath, type RequestRegistry, requestPath } from '../lib/http'
 
 /**
  * Request id (accepted from X-Request-Id or generated, always echoed), client IP, and one JSON log
  * line per request. Type-free and global, so it sees every request, unmatched ones included.
  */
-export function requestContextPlugin(ctx: AppContext) {
-  const registry = requestRegistry(ctx)
+export function requestContextPlugin(ctx: AppContext, registry: RequestRegistry) {
   return new Elysia({ name: 'request-context' })
     .onRequest(({ request, set, server }) => {
       const meta = registry.open(request, server?.requestIP(request)?.address)

@@ -1,6 +1,4 @@
 import { Elysia, t } from 'elysia'
-import type { AppContext } from '../context'
-import { perContext } from '../lib/memo'
 import { type BuiltTracker, buildTracker, TRACKER_GZIP_BUDGET_BYTES } from './build'
 import { TRACKER_CACHE_CONTROL, trackerResponse } from './serve'
 
@@ -9,9 +7,9 @@ export { buildTracker, TrackerBuildError } from './build'
 
 /**
  * For apps created without a prebuilt script (tests, tools): built on the first request, once per
- * context. A failed build is not remembered, so the next request tries again.
+ * app. A failed build is not remembered, so the next request tries again.
  */
-const lazyTracker = perContext((_ctx: AppContext) => {
+function lazyTracker(): () => Promise<BuiltTracker> {
   let pending: Promise<BuiltTracker> | undefined
   return () => {
     pending ??= buildTracker().catch((error) => {
@@ -20,7 +18,7 @@ const lazyTracker = perContext((_ctx: AppContext) => {
     })
     return pending
   }
-})
+}
 
 const TrackerHeaders = t.Object({
   'if-none-match': t.Optional(t.String({ description: 'ETag of a cached copy: 304 when it is current' })),
@@ -49,8 +47,8 @@ const SCRIPT_HEADERS = {
  * `GET /api/webhook/tracker.js`: the website script, public and cacheable. Served from memory; no
  * auth and nothing secret in it (the webhook URL comes from the page's own script tag).
  */
-export function trackerModule(ctx: AppContext, tracker?: BuiltTracker) {
-  const load = tracker ? () => tracker : lazyTracker(ctx)
+export function trackerModule(tracker?: BuiltTracker) {
+  const load = tracker ? () => tracker : lazyTracker()
   return new Elysia({ name: 'tracker' }).get(
     '/api/webhook/tracker.js',
     async ({ headers }) =>

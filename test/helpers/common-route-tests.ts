@@ -11,6 +11,7 @@ import {
 } from '../../src/lib/permissions'
 import { generateSecret } from '../../src/lib/secrets'
 import { INVALID_CREDENTIAL_MESSAGE } from '../../src/modules/auth/credentials'
+import type { Services } from '../../src/services'
 import { createOrganization, createPat, createSession, createUser } from './factories'
 import { makeTestApp, request } from './test-app'
 
@@ -19,6 +20,8 @@ type TestApp = Awaited<ReturnType<typeof makeTestApp>>
 /** Who the request is made as: resources a path or body needs are created in this organization. */
 export interface RouteFixture {
   ctx: AppContext
+  /** The app's services (makeTestApp), for path builders that create through a service. */
+  services: Services
   organizationId: string
   userId: string
 }
@@ -61,11 +64,14 @@ function roleLacking(permission: Permission): Role | undefined {
   return [...ROLES].reverse().find((role) => !effectivePermissions(role, null).has(permission))
 }
 
-async function signedIn(ctx: AppContext, options: { role: Role; plan: string }) {
+async function signedIn(
+  { ctx, services }: { ctx: AppContext; services: Services },
+  options: { role: Role; plan: string },
+) {
   const organization = await createOrganization(ctx, { plan: options.plan })
   const user = await createUser(ctx, organization.id, { role: options.role })
   const token = await createSession(ctx, user.id)
-  const fixture: RouteFixture = { ctx, organizationId: organization.id, userId: user.id }
+  const fixture: RouteFixture = { ctx, services, organizationId: organization.id, userId: user.id }
   return { organization, user, token, fixture }
 }
 
@@ -89,16 +95,18 @@ export function runCommonRouteTests(route: ProtectedRoute) {
 
   describe(`common route tests: ${label}`, () => {
     test('401 without a credential, with WWW-Authenticate: Bearer realm="api"', async () => {
-      const { app, ctx } = await makeApp()
-      const { fixture } = await signedIn(ctx, { role: 'owner', plan: 'pro' })
+      const made = await makeApp()
+      const { app } = made
+      const { fixture } = await signedIn(made, { role: 'owner', plan: 'pro' })
       const response = await send(app, route, fixture)
       await expectUnauthorized(response, false)
       expect(response.headers.get('x-ratelimit-limit')).not.toBeNull()
     })
 
     test('401 invalid_token for malformed and unknown tokens, in either header', async () => {
-      const { app, ctx } = await makeApp()
-      const { fixture, token } = await signedIn(ctx, { role: 'owner', plan: 'pro' })
+      const made = await makeApp()
+      const { app } = made
+      const { fixture, token } = await signedIn(made, { role: 'owner', plan: 'pro' })
       const wrongChecksum = `${token.slice(0, -1)}${token.endsWith('A') ? 'B' : 'A'}`
       const attempts: Array<Record<string, string>> = [
         { authorization: 'Bearer not-a-token' },
@@ -113,8 +121,9 @@ export function runCommonRouteTests(route: ProtectedRoute) {
     })
 
     test('401 for a real token sent the wrong way: no Bearer scheme, another scheme, a session in X-API-Key', async () => {
-      const { app, ctx } = await makeApp()
-      const { fixture, token, user } = await signedIn(ctx, { role: 'owner', plan: 'pro' })
+      const made = await makeApp()
+      const { app, ctx } = made
+      const { fixture, token, user } = await signedIn(made, { role: 'owner', plan: 'pro' })
       const pat = (await createPat(ctx, user)).token
       const attempts: Array<Record<string, string>> = [
         { authorization: token },
@@ -141,8 +150,9 @@ export function runCommonRouteTests(route: ProtectedRoute) {
     })
 
     test('401: one message for every refused credential (malformed, unknown, expired, revoked)', async () => {
-      const { app, ctx } = await makeApp()
-      const { fixture, user } = await signedIn(ctx, { role: 'owner', plan: 'pro' })
+      const made = await makeApp()
+      const { app, ctx } = made
+      const { fixture, user } = await signedIn(made, { role: 'owner', plan: 'pro' })
       const expired = await createPat(ctx, user, { expiresAt: new Date(ctx.clock.now() - 1000) })
       const revoked = await createPat(ctx, user)
       await ctx.db
@@ -164,8 +174,9 @@ export function runCommonRouteTests(route: ProtectedRoute) {
       const role = roleLacking(permission)
       const who = role ? `a ${role}` : `an owner's PAT scoped without "${permission}"`
       test(`403 permission_denied for ${who}`, async () => {
-        const { app, ctx } = await makeApp()
-        const actor = await signedIn(ctx, { role: role ?? 'owner', plan: 'pro' })
+        const made = await makeApp()
+        const { app, ctx } = made
+        const actor = await signedIn(made, { role: role ?? 'owner', plan: 'pro' })
         let token = actor.token
         if (!role) {
           const otherScope = permission === 'leads.read' ? 'settings.*' : 'leads.read'
@@ -180,8 +191,9 @@ export function runCommonRouteTests(route: ProtectedRoute) {
     if (route.feature) {
       const feature = route.feature
       test(`403 plan_feature_required for an owner on the free plan`, async () => {
-        const { app, ctx } = await makeApp()
-        const actor = await signedIn(ctx, { role: 'owner', plan: 'free' })
+        const made = await makeApp()
+        const { app } = made
+        const actor = await signedIn(made, { role: 'owner', plan: 'free' })
         const response = await send(app, route, actor.fixture, { authorization: `Bearer ${actor.token}` })
         const body = await expectError(response, 403, 'plan_feature_required')
         expect(body).toMatchObject({ required_feature: feature, plan: 'free' })

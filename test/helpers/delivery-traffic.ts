@@ -1,6 +1,5 @@
-import type { AppContext } from '../../src/context'
 import type { FakeClock } from '../../src/lib/clock'
-import { inboundService } from '../../src/modules/inbound/service'
+import type { Services } from '../../src/services'
 import { uniqueEmail } from './emails'
 import { createSignedInUser, createSource } from './factories'
 import { makeTestApp, request } from './test-app'
@@ -9,13 +8,13 @@ type App = Awaited<ReturnType<typeof makeTestApp>>['app']
 
 /** An app on a fake clock, a signed-in owner and one source whose IP allow list is 10.0.0.0/8. */
 export async function setupSource(clock: FakeClock, sourceOptions: Parameters<typeof createSource>[2] = {}) {
-  const { app, ctx } = await makeTestApp({ clock })
+  const { app, ctx, services } = await makeTestApp({ clock })
   const { organization, token } = await createSignedInUser(ctx)
   const { source, apiKey } = await createSource(ctx, organization.id, {
     ipAllowlist: ['10.0.0.0/8'],
     ...sourceOptions,
   })
-  return { app, ctx, organization, token, source, apiKey }
+  return { app, ctx, services, organization, token, source, apiKey }
 }
 
 const ALLOWED_IP = { 'x-forwarded-for': '10.1.2.3' }
@@ -109,7 +108,7 @@ export async function sendMix(app: App, apiKey: string, clock: FakeClock): Promi
  * `count` more, which are all 429, and flushes the aggregator so their rows are written.
  */
 export async function floodUntilLimited(
-  ctx: AppContext,
+  services: Pick<Services, 'inbound'>,
   app: App,
   apiKey: string,
   sentThisMinute: number,
@@ -123,7 +122,7 @@ export async function floodUntilLimited(
     const response = await post(app, apiKey, { email: email() })
     if (response.status !== 429) throw new Error(`flood request got ${response.status}`)
   }
-  await inboundService(ctx).rejections.flush()
+  await services.inbound.rejections.flush()
   return 60 - sentThisMinute
 }
 

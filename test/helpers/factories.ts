@@ -12,7 +12,7 @@ import type { Role } from '../../src/lib/permissions'
 import { digestSecret, generateSecret, secretHints } from '../../src/lib/secrets'
 import type { NormalizedLead } from '../../src/modules/inbound/normalize'
 import type { CreateEndpointBody } from '../../src/modules/webhook-endpoints/model'
-import { webhookEndpointsService } from '../../src/modules/webhook-endpoints/service'
+import type { Services } from '../../src/services'
 
 /**
  * Rows inserted directly, for tests that need an organization, a signed-in user or a source without
@@ -165,11 +165,11 @@ export async function createLead(
 
 /** A webhook endpoint made through the service (URL checks included), with its plain secret. */
 export async function createWebhookEndpoint(
-  ctx: AppContext,
+  services: Pick<Services, 'webhookEndpoints'>,
   organizationId: string,
   body: Partial<CreateEndpointBody> = {},
 ) {
-  const created = await webhookEndpointsService(ctx).create(organizationId, {
+  const created = await services.webhookEndpoints.create(organizationId, {
     // The discard port: nothing answers, and tests that deliver pass their receiver's URL.
     url: 'http://127.0.0.1:9/lead-capture',
     ...body,

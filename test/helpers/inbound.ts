@@ -13,10 +13,10 @@ export async function setup(
   sourceOptions: Parameters<typeof createSource>[2] = {},
   appOptions: TestAppOptions = {},
 ) {
-  const { app, ctx } = await makeTestApp(appOptions)
+  const { app, ctx, services } = await makeTestApp(appOptions)
   const organization = await createOrganization(ctx)
   const { source, apiKey } = await createSource(ctx, organization.id, sourceOptions)
-  return { app, ctx, organization, source, apiKey }
+  return { app, ctx, services, organization, source, apiKey }
 }
 
 export const post = (app: App, apiKey: string, json: unknown, headers: Record<string, string> = {}) =>

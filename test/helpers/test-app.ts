@@ -5,6 +5,7 @@ import { type DatabaseHandle, openDatabase } from '../../src/db/client'
 import { runMigrations } from '../../src/db/migrate'
 import { createMemoryLogger, type LogFields } from '../../src/lib/logger'
 import { MemoryRateLimiter } from '../../src/lib/rate-limit'
+import { buildServices, type ServiceParts } from '../../src/services'
 import { contractOf } from './contract'
 import { createSignedInUser } from './factories'
 
@@ -51,13 +52,15 @@ export interface TestAppOptions extends Omit<ContextOverrides, 'database'> {
    * Off only where a test provokes what no client can be promised (a failing database's 500).
    */
   contract?: boolean
+  /** Parts of the services built from the test's context instead of the defaults (ServiceParts). */
+  parts?: (ctx: AppContext) => ServiceParts
 }
 
 /** The lines each test context's memory logger kept (loggedLines). */
 const memoryLogs = new WeakMap<AppContext, LogFields[]>()
 
 export async function makeTestContext(options: TestAppOptions = {}): Promise<AppContext> {
-  const { env, contract: _contract, ...overrides } = options
+  const { env, contract: _contract, parts: _parts, ...overrides } = options
   const config = testConfig(env)
   const database = await testDatabase()
   const logger = createMemoryLogger('debug')
@@ -79,11 +82,17 @@ export function loggedLines(ctx: AppContext): LogFields[] {
   return lines
 }
 
+/**
+ * A context, its services and the app built on them: a test that calls a service or runs a job
+ * directly uses `services`, the same instances the app's routes use (one source cache, one
+ * delivery signal, one set of write-behind buffers per app).
+ */
 export async function makeTestApp(options: TestAppOptions = {}) {
   const ctx = await makeTestContext(options)
-  const app = createApp(ctx)
+  const services = buildServices(ctx, options.parts?.(ctx))
+  const app = createApp(ctx, { services })
   if (options.contract !== false) checkResponsesAgainstDocument(app)
-  return { ctx, app }
+  return { ctx, services, app }
 }
 
 /** Wraps `app.handle` so each response is checked against the document before the test sees it. */
@@ -107,9 +116,9 @@ type TestApp = Awaited<ReturnType<typeof makeTestApp>>['app']
 
 /** An app and the signed-in owner of a new organization: the start of every management API test. */
 export async function makeSignedInApp(options: TestAppOptions = {}) {
-  const { app, ctx } = await makeTestApp(options)
+  const { app, ctx, services } = await makeTestApp(options)
   const { organization, user, token } = await createSignedInUser(ctx)
-  return { app, ctx, organization, user, token }
+  return { app, ctx, services, organization, user, token }
 }
 
 /** One management API call as the holder of `token` (none: anonymous). */

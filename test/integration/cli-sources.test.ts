@@ -5,7 +5,7 @@ import { runCli } from '../../src/cli/index'
 import { sourcesCreate } from '../../src/cli/sources'
 import { webhookSources } from '../../src/db/schema'
 import { digestSecret, isWellFormedSecret } from '../../src/lib/secrets'
-import { sourceCache } from '../../src/modules/sources/source-cache'
+import { buildServices } from '../../src/services'
 import { createOrganization } from '../helpers/factories'
 import { makeTestContext, testDatabase } from '../helpers/test-app'
 
@@ -85,7 +85,7 @@ describe('cli: sources create', () => {
     // URL i belongs to source i (the order printed is the order created).
     const digests = urls.map((url) => digestSecret(url.slice(URL_PREFIX.length)))
     expect(rows.map((row) => row.keyDigest)).toEqual(digests)
-    const cache = sourceCache(ctx)
+    const cache = buildServices(ctx).sourceCache
     for (const index of [0, 999, 1000, 1199]) {
       expect((await cache.findByKeyDigest(digests[index]!))?.id).toBe(rows[index]!.id)
     }

@@ -5,7 +5,7 @@ import { FakeClock } from '../../src/lib/clock'
 import { ROLES, type Role } from '../../src/lib/permissions'
 import type { Principal } from '../../src/modules/auth/credentials'
 import { PAGE_ACCESS } from '../../src/modules/dashboard/access'
-import { allows, credentialResolver } from '../../src/plugins/auth'
+import { allows } from '../../src/plugins/auth'
 import { csvRecords } from '../helpers/csv'
 import { DashboardClient } from '../helpers/dashboard'
 import { sendMix } from '../helpers/delivery-traffic'
@@ -54,9 +54,10 @@ async function organizationWithData(
   return { organization, user, actor, source, apiKey, logId: entry!.id, lead, pat, member }
 }
 
+/** The logs as the service lists them (it holds no state, so a service of its own reads the same rows). */
 async function credentialFree(ctx: Ctx, organizationId: string, sourceId: string) {
-  const { deliveryLogsService } = await import('../../src/modules/delivery-logs/service')
-  return deliveryLogsService(ctx).list(organizationId, sourceId, { limit: 50 })
+  const { DeliveryLogsService } = await import('../../src/modules/delivery-logs/service')
+  return new DeliveryLogsService(ctx).list(organizationId, sourceId, { limit: 50 })
 }
 
 type Data = Awaited<ReturnType<typeof organizationWithData>>
@@ -272,10 +273,10 @@ describe('permissions and plans: a page allows exactly what its API route allows
     for (const role of ROLES) {
       test(`${role} on ${plan}`, async () => {
         const clock = new FakeClock(Date.UTC(2026, 0, 1, 12))
-        const { app, ctx } = await makeTestApp({ clock })
+        const { app, ctx, services } = await makeTestApp({ clock })
         const data = await organizationWithData(ctx, app, clock, { plan, role })
         const sessionToken = await createSession(ctx, data.actor.id)
-        const authentication = await credentialResolver(ctx).resolve(sessionToken)
+        const authentication = await services.credentials.resolve(sessionToken)
         const principal = (authentication as { principal: Principal }).principal
         const client = await DashboardClient.signedIn(app, ctx, data.actor.id)
         for (const page of PAGES) {
@@ -354,14 +355,13 @@ describe('permissions and plans: a page allows exactly what its API route allows
 describe('pages', () => {
   test('the sources list: status badge, requests and success rate in 24 h, last request', async () => {
     const clock = new FakeClock(Date.UTC(2026, 0, 1, 12))
-    const { app, ctx } = await makeTestApp({ clock })
+    const { app, ctx, services } = await makeTestApp({ clock })
     const data = await organizationWithData(ctx, app, clock)
     const client = await DashboardClient.signedIn(app, ctx, data.user.id)
     const response = await client.get('/app/sources')
     expect(response.status).toBe(200)
     const html = await response.text()
-    const { deliveryLogsService } = await import('../../src/modules/delivery-logs/service')
-    const health = await deliveryLogsService(ctx).health(data.organization.id, data.source.id)
+    const health = await services.deliveryLogs.health(data.organization.id, data.source.id)
     expect(html).toContain(`<a href="/app/sources/${data.source.id}">${data.source.name}</a>`)
     expect(html).toContain(`<span class="badge ${health.status}">${health.status}</span>`)
     expect(html).toContain(`<td>${health.totals.requests}</td>`)
@@ -370,12 +370,11 @@ describe('pages', () => {
 
   test('the source page: chart data per hour and outcome, latency, rejections, problems linking to their entries, snippet', async () => {
     const clock = new FakeClock(Date.UTC(2026, 0, 1, 12))
-    const { app, ctx } = await makeTestApp({ clock })
+    const { app, ctx, services } = await makeTestApp({ clock })
     const data = await organizationWithData(ctx, app, clock)
     const client = await DashboardClient.signedIn(app, ctx, data.user.id)
     const html = await (await client.get(`/app/sources/${data.source.id}`)).text()
-    const { deliveryLogsService } = await import('../../src/modules/delivery-logs/service')
-    const health = await deliveryLogsService(ctx).health(data.organization.id, data.source.id)
+    const health = await services.deliveryLogs.health(data.organization.id, data.source.id)
     const json = /<script type="application\/json" id="hourly-chart-data">(.*?)<\/script>/s.exec(html)![1]!
     const chart = JSON.parse(json)
     expect(chart.hours).toHaveLength(24)

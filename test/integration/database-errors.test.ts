@@ -3,6 +3,7 @@ import { sql } from 'drizzle-orm'
 import { DrizzleQueryError } from 'drizzle-orm/errors'
 import { Elysia } from 'elysia'
 import { describeDatabaseError } from '../../src/lib/errors'
+import { RequestRegistry } from '../../src/lib/http'
 import { DATABASE_UNAVAILABLE_HOLD_MS, healthModule } from '../../src/modules/health'
 import { errorsPlugin } from '../../src/plugins/errors'
 import { requestContextPlugin } from '../../src/plugins/request-context'
@@ -83,9 +84,10 @@ describe('the errors plugin uses it', () => {
   test('an unhandled query failure is logged with SQLSTATE and statement, never the parameter values', async () => {
     const ctx = await makeTestContext()
     const marker = `lead-secret-${crypto.randomUUID()}`
+    const registry = new RequestRegistry(ctx.config.trustProxy)
     const app = new Elysia()
-      .use(requestContextPlugin(ctx))
-      .use(errorsPlugin(ctx))
+      .use(requestContextPlugin(ctx, registry))
+      .use(errorsPlugin(ctx, registry))
       .get('/failing-query', async () => {
         await ctx.db.execute(sql`select ${marker}::int as n`)
         return 'unreachable'
@@ -108,9 +110,10 @@ describe('the errors plugin uses it', () => {
 
   test('"server cannot serve now" (53300 in Drizzle\'s wrapper) is 503 + Retry-After and /readyz 503 for a while', async () => {
     const ctx = await makeTestContext()
+    const registry = new RequestRegistry(ctx.config.trustProxy)
     const app = new Elysia()
-      .use(requestContextPlugin(ctx))
-      .use(errorsPlugin(ctx))
+      .use(requestContextPlugin(ctx, registry))
+      .use(errorsPlugin(ctx, registry))
       .use(healthModule(ctx))
       .get('/exhausted', () => {
         const cause = Object.assign(new Error('sorry, too many clients already'), { code: '53300' })

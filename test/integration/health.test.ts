@@ -75,7 +75,7 @@ describe('GET /api/webhook/sources/{id}/health', () => {
     expect((await post(setup.app, setup.apiKey, { email: email() })).status).toBe(200)
     clock.set(Date.UTC(2026, 2, 10, 9, 0, 0))
     const mix = await sendMix(setup.app, setup.apiKey, clock)
-    const fillers = await floodUntilLimited(setup.ctx, setup.app, setup.apiKey, mix.length + 1, 35)
+    const fillers = await floodUntilLimited(setup.services, setup.app, setup.apiKey, mix.length + 1, 35)
     const floodAt = clock.now()
     clock.set(Date.UTC(2026, 2, 10, 9, 30))
 
@@ -203,7 +203,7 @@ describe('GET /api/webhook/sources/{id}/health', () => {
     await rollupDeliveryLogs(setup.ctx, clock.now() + 10 * 60_000)
     expect(await status()).toBe('degraded')
     // 28 requests so far this minute: 32 more fill the key's limit, then a flood of 429s (one row).
-    await floodUntilLimited(setup.ctx, setup.app, setup.apiKey, 28, 12)
+    await floodUntilLimited(setup.services, setup.app, setup.apiKey, 28, 12)
     expect(await status()).toBe('failing')
     await setup.ctx.db
       .update(webhookSources)

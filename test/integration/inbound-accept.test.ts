@@ -2,7 +2,6 @@ import { describe, expect, test } from 'bun:test'
 import { eq } from 'drizzle-orm'
 import { leads, webhookSources } from '../../src/db/schema'
 import { FakeClock } from '../../src/lib/clock'
-import { inboundService } from '../../src/modules/inbound/service'
 import { uniqueEmail } from '../helpers/emails'
 import { email, logsOf, post, setup } from '../helpers/inbound'
 
@@ -130,12 +129,12 @@ describe('POST /api/webhook/lead/{api_key}: outcomes', () => {
 describe('POST /api/webhook/lead/{api_key}: refusals', () => {
   test('last_request_at is recorded off the request path and never moves back', async () => {
     const clock = new FakeClock(Date.UTC(2026, 5, 1, 12, 0, 0))
-    const { app, ctx, source, apiKey } = await setup({}, { clock })
+    const { app, ctx, services, source, apiKey } = await setup({}, { clock })
     expect((await post(app, apiKey, { email: email() })).status).toBe(200)
     clock.advance(1500)
     // A refused request is a request too.
     expect((await post(app, apiKey, [1])).status).toBe(400)
-    const recorder = inboundService(ctx).lastRequests
+    const recorder = services.inbound.lastRequests
     await recorder.flush()
     const read = async () =>
       (await ctx.db.select().from(webhookSources).where(eq(webhookSources.id, source.id)))[0]!.lastRequestAt

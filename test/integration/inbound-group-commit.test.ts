@@ -2,7 +2,6 @@ import { describe, expect, test } from 'bun:test'
 import { eq } from 'drizzle-orm'
 import { leads } from '../../src/db/schema'
 import { SourceGoneError } from '../../src/modules/inbound/group-commit'
-import { inboundService } from '../../src/modules/inbound/service'
 import { createSource } from '../helpers/factories'
 import { commitSizes, email, leadWithEmail, logsOf, post, requestFacts, setup } from '../helpers/inbound'
 
@@ -10,8 +9,8 @@ import { commitSizes, email, leadWithEmail, logsOf, post, requestFacts, setup } 
 
 describe('POST /api/webhook/lead/{api_key}: outcomes', () => {
   test('leads queued in the same turn are written by one statement (group commit)', async () => {
-    const { ctx, organization, source } = await setup()
-    const { writer } = inboundService(ctx)
+    const { ctx, services, organization, source } = await setup()
+    const { writer } = services.inbound
     const results = await Promise.all(
       Array.from({ length: 10 }, () => writer.ingest(source, leadWithEmail(email()), requestFacts())),
     )
@@ -25,8 +24,8 @@ describe('POST /api/webhook/lead/{api_key}: outcomes', () => {
   })
 
   test('submissions of one person queued in the same turn go in different groups: 1 created, 1 updated', async () => {
-    const { ctx, organization, source } = await setup()
-    const { writer } = inboundService(ctx)
+    const { ctx, services, organization, source } = await setup()
+    const { writer } = services.inbound
     const address = email()
     const phone = { ...leadWithEmail(email()), phoneRaw: '+44 20 7946 0001', phoneE164: '+442079460001' }
     const results = await Promise.all([
@@ -57,8 +56,8 @@ describe('POST /api/webhook/lead/{api_key}: outcomes', () => {
   })
 
   test('one group: submissions that reach one lead by e-mail and by phone are both merged into it', async () => {
-    const { ctx, organization, source } = await setup()
-    const { writer } = inboundService(ctx)
+    const { ctx, services, organization, source } = await setup()
+    const { writer } = services.inbound
     const address = email()
     const [first] = await Promise.all([
       writer.ingest(
@@ -150,14 +149,14 @@ describe('POST /api/webhook/lead/{api_key}: outcomes', () => {
   })
 
   test('a source deleted after the request found it: its lead is refused (404), the rest of its group is stored', async () => {
-    const { app, ctx, organization, source, apiKey } = await setup()
+    const { app, ctx, services, organization, source, apiKey } = await setup()
     const doomed = await createSource(ctx, organization.id)
     // Warm the cache, then delete the source behind its back (no announcement reaches the cache).
     expect((await post(app, doomed.apiKey, { email: email() })).status).toBe(200)
     await ctx.database.query('delete from webhook_sources where id = $1', [doomed.source.id])
 
     // Leads queued in the same turn form one group; the one for the deleted source gets no row back.
-    const { writer } = inboundService(ctx)
+    const { writer } = services.inbound
     const addresses = Array.from({ length: 5 }, () => email())
     const results = await Promise.allSettled(
       addresses.map((address, index) =>
@@ -189,7 +188,7 @@ describe('POST /api/webhook/lead/{api_key}: outcomes', () => {
   })
 
   test('a rejection logged for a source deleted meanwhile is dropped, not left without its source', async () => {
-    const { ctx, organization } = await setup()
+    const { ctx, services, organization } = await setup()
     const doomed = await createSource(ctx, organization.id)
     const kept = await createSource(ctx, organization.id)
     await ctx.database.query('delete from webhook_sources where id = $1', [doomed.source.id])
@@ -204,7 +203,7 @@ describe('POST /api/webhook/lead/{api_key}: outcomes', () => {
       spamReasons: [],
       repeatCount: 3,
     })
-    await inboundService(ctx).deliveryLogs.write([entry(doomed.source.id), entry(kept.source.id)])
+    await services.inbound.deliveryLogs.write([entry(doomed.source.id), entry(kept.source.id)])
     expect(await logsOf(ctx, doomed.source.id)).toEqual([])
     const [log] = await logsOf(ctx, kept.source.id)
     expect(log).toMatchObject({

@@ -1,6 +1,5 @@
 import { describe, expect, test } from 'bun:test'
 import { FakeClock } from '../../src/lib/clock'
-import { inboundService } from '../../src/modules/inbound/service'
 import { createSource } from '../helpers/factories'
 import { email, logsOf, post, setup } from '../helpers/inbound'
 
@@ -9,7 +8,7 @@ import { email, logsOf, post, setup } from '../helpers/inbound'
 describe('POST /api/webhook/lead/{api_key}: refusals', () => {
   test('the 61st request in a minute on one key is a 429 while another key still passes', async () => {
     const clock = new FakeClock()
-    const { app, ctx, organization, source, apiKey } = await setup({}, { clock })
+    const { app, ctx, services, organization, source, apiKey } = await setup({}, { clock })
     const other = await createSource(ctx, organization.id)
     for (let index = 0; index < 60; index++) {
       const response = await post(app, apiKey, { email: email() })
@@ -33,7 +32,7 @@ describe('POST /api/webhook/lead/{api_key}: refusals', () => {
     // A flood of 429s is aggregated into one row that counts them.
     for (let index = 0; index < 99; index++)
       expect((await post(app, apiKey, { email: email() })).status).toBe(429)
-    await inboundService(ctx).rejections.flush()
+    await services.inbound.rejections.flush()
     const throttled = (await logsOf(ctx, source.id)).filter((log) => log.httpStatus === 429)
     expect(throttled).toHaveLength(1)
     expect(throttled[0]).toMatchObject({ outcome: 'rejected', reason: 'rate_limited', repeatCount: 100 })

@@ -1,6 +1,5 @@
 import { describe, expect, test } from 'bun:test'
 import { generateSecret } from '../../src/lib/secrets'
-import { announceSourceChange } from '../../src/modules/sources/source-cache'
 import { createSource } from '../helpers/factories'
 import { email, logsOf, post, setup } from '../helpers/inbound'
 import { request } from '../helpers/test-app'
@@ -40,10 +39,10 @@ describe('POST /api/webhook/lead/{api_key}: refusals', () => {
   })
 
   test('disabling a source takes effect at once, also when it is cached', async () => {
-    const { app, ctx, source, apiKey } = await setup()
+    const { app, ctx, services, source, apiKey } = await setup()
     expect((await post(app, apiKey, { email: email() })).status).toBe(200)
     await ctx.database.query('update webhook_sources set enabled = false where id = $1', [source.id])
-    await announceSourceChange(ctx, source.id)
+    await services.sourceCache.announceChange(source.id)
     expect((await post(app, apiKey, { email: email() })).status).toBe(404)
   })
 

@@ -2,7 +2,8 @@ import { beforeAll, describe, expect, test } from 'bun:test'
 import { leads } from '../../src/db/schema'
 import { newId } from '../../src/lib/ids'
 import { LEAD_CSV_COLUMNS } from '../../src/modules/leads/model'
-import { CSV_EXPORT_BATCH_ROWS, leadsService } from '../../src/modules/leads/service'
+import { LeadsRepository } from '../../src/modules/leads/repository'
+import { CSV_EXPORT_BATCH_ROWS } from '../../src/modules/leads/service'
 import { runCommonRouteTests } from '../helpers/common-route-tests'
 import { csvRecords, parseCsv } from '../helpers/csv'
 import { createLead, createSession, createSignedInUser, createSource, createUser } from '../helpers/factories'
@@ -251,7 +252,17 @@ describe('GET /api/v2/leads/export.csv', () => {
   })
 
   test('the stream pulls a page from the database only when the client has read the previous one', async () => {
-    const { app, ctx, token, organization } = await makeSignedInApp()
+    // Counts the service's page queries: the leads service is built on a repository that counts.
+    let queries = 0
+    class CountingRepository extends LeadsRepository {
+      override exportPage(...args: Parameters<LeadsRepository['exportPage']>) {
+        queries++
+        return super.exportPage(...args)
+      }
+    }
+    const { app, ctx, token, organization } = await makeSignedInApp({
+      parts: (context) => ({ leadsRepository: new CountingRepository(context) }),
+    })
     const pages = 6
     for (let page = 0; page < pages; page++) {
       await ctx.db.insert(leads).values(
@@ -265,16 +276,6 @@ describe('GET /api/v2/leads/export.csv', () => {
           }
         }),
       )
-    }
-    // Counts the service's page queries (the repository is the service's own, built per context).
-    const repository = (
-      leadsService(ctx) as unknown as { repository: { exportPage: (...args: never[]) => unknown } }
-    ).repository
-    const exportPage = repository.exportPage.bind(repository)
-    let queries = 0
-    repository.exportPage = (...args: never[]) => {
-      queries++
-      return exportPage(...args)
     }
     const response = await call(app, token, 'GET', EXPORT)
     const reader = response.body!.getReader()

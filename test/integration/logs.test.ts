@@ -26,7 +26,7 @@ async function trafficSource() {
   const clock = new FakeClock(START)
   const setup = await setupSource(clock)
   const mix = await sendMix(setup.app, setup.apiKey, clock)
-  const fillers = await floodUntilLimited(setup.ctx, setup.app, setup.apiKey, mix.length, FLOOD)
+  const fillers = await floodUntilLimited(setup.services, setup.app, setup.apiKey, mix.length, FLOOD)
   return { ...setup, clock, mix, fillers }
 }
 

@@ -2,7 +2,6 @@ import { beforeAll, describe, expect, test } from 'bun:test'
 import { eq } from 'drizzle-orm'
 import { webhookSources } from '../../src/db/schema'
 import { digestSecret, isWellFormedSecret } from '../../src/lib/secrets'
-import { sourceCache } from '../../src/modules/sources/source-cache'
 import { BASE, createViaApi, expectJsonHeaders, ISO, RECORD_KEYS, setup } from '../helpers/sources'
 import { call, testDatabase } from '../helpers/test-app'
 
@@ -15,7 +14,7 @@ beforeAll(async () => {
 
 describe('POST /api/webhook/sources', () => {
   test('201: the record plus api_key and webhook_url; only the digest and the last 4 are stored', async () => {
-    const { app, ctx, token, organization } = await setup()
+    const { app, ctx, services, token, organization } = await setup()
     const response = await call(app, token, 'POST', BASE, { name: '  Contact form  ' })
     expect(response.status).toBe(201)
     expectJsonHeaders(response)
@@ -42,7 +41,7 @@ describe('POST /api/webhook/sources', () => {
     expect(row!.keyDigest).toBe(digestSecret(body.api_key))
     expect(JSON.stringify(row)).not.toContain(body.api_key)
     // The new key works on the inbound path at once.
-    expect((await sourceCache(ctx).findByKeyDigest(digestSecret(body.api_key)))?.id).toBe(body.id)
+    expect((await services.sourceCache.findByKeyDigest(digestSecret(body.api_key)))?.id).toBe(body.id)
   })
 
   test('accepts IPv4, IPv6, CIDRs of both, hostnames, *.example.com, a mapping and a country', async () => {

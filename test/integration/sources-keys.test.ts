@@ -3,7 +3,6 @@ import { eq } from 'drizzle-orm'
 import { webhookSources } from '../../src/db/schema'
 import { FakeClock } from '../../src/lib/clock'
 import { digestSecret, isWellFormedSecret } from '../../src/lib/secrets'
-import { sourceCache } from '../../src/modules/sources/source-cache'
 import { BASE, createViaApi, expectJsonHeaders, RECORD_KEYS, setup, within } from '../helpers/sources'
 import { call, makeTestApp, request, testDatabase } from '../helpers/test-app'
 
@@ -17,11 +16,11 @@ beforeAll(async () => {
 describe('POST /api/webhook/sources/{id}/regenerate-key', () => {
   test('a new key once; the old digest stops resolving at once, here and on another replica', async () => {
     const clock = new FakeClock()
-    const { app, ctx, token } = await setup({ clock })
+    const { app, ctx, services, token } = await setup({ clock })
     const replica = await makeTestApp({ clock })
     const created = await createViaApi(app, token)
     const oldDigest = digestSecret(created.api_key)
-    expect((await sourceCache(replica.ctx).findByKeyDigest(oldDigest))?.id).toBe(created.id)
+    expect((await replica.services.sourceCache.findByKeyDigest(oldDigest))?.id).toBe(created.id)
     clock.advance(1000)
     // No body at all: grace_seconds is optional.
     const response = await app.handle(request('POST', `${BASE}/${created.id}/regenerate-key`, { token }))
@@ -37,10 +36,13 @@ describe('POST /api/webhook/sources/{id}/regenerate-key', () => {
     expect(body.key_rotated_at).toBe(new Date(clock.now()).toISOString())
     expect(body.updated_at).toBe(body.key_rotated_at)
 
-    expect(await sourceCache(ctx).findByKeyDigest(oldDigest)).toBeNull()
-    expect((await sourceCache(ctx).findByKeyDigest(digestSecret(body.api_key)))?.id).toBe(created.id)
+    expect(await services.sourceCache.findByKeyDigest(oldDigest)).toBeNull()
+    expect((await services.sourceCache.findByKeyDigest(digestSecret(body.api_key)))?.id).toBe(created.id)
     expect(
-      await within(1000, async () => (await sourceCache(replica.ctx).findByKeyDigest(oldDigest)) === null),
+      await within(
+        1000,
+        async () => (await replica.services.sourceCache.findByKeyDigest(oldDigest)) === null,
+      ),
     ).toBe(true)
     const [row] = await ctx.db.select().from(webhookSources).where(eq(webhookSources.id, created.id))
     expect(row).toMatchObject({ keyDigest: digestSecret(body.api_key), previousKeyDigest: null })
@@ -55,7 +57,7 @@ describe('POST /api/webhook/sources/{id}/regenerate-key', () => {
 
   test('with grace_seconds the old key resolves until the window ends, by the context clock', async () => {
     const clock = new FakeClock()
-    const { app, ctx, token } = await setup({ clock })
+    const { app, services, token } = await setup({ clock })
     const created = await createViaApi(app, token)
     const oldDigest = digestSecret(created.api_key)
     const response = await call(app, token, 'POST', `${BASE}/${created.id}/regenerate-key`, {
@@ -64,22 +66,22 @@ describe('POST /api/webhook/sources/{id}/regenerate-key', () => {
     expect(response.status).toBe(200)
     const body = await response.json()
     const newDigest = digestSecret(body.api_key)
-    const cache = sourceCache(ctx)
+    const cache = services.sourceCache
     expect((await cache.findByKeyDigest(oldDigest))?.id).toBe(created.id)
     expect((await cache.findByKeyDigest(newDigest))?.id).toBe(created.id)
     clock.advance(59_000)
     expect((await cache.findByKeyDigest(oldDigest))?.id).toBe(created.id)
     // A fresh replica reads the row from the database: the SQL check uses the same clock.
     const replica = await makeTestApp({ clock })
-    expect((await sourceCache(replica.ctx).findByKeyDigest(oldDigest))?.id).toBe(created.id)
+    expect((await replica.services.sourceCache.findByKeyDigest(oldDigest))?.id).toBe(created.id)
     clock.advance(1000)
     expect(await cache.findByKeyDigest(oldDigest)).toBeNull()
-    expect(await sourceCache(replica.ctx).findByKeyDigest(oldDigest)).toBeNull()
+    expect(await replica.services.sourceCache.findByKeyDigest(oldDigest)).toBeNull()
     expect((await cache.findByKeyDigest(newDigest))?.id).toBe(created.id)
   })
 
   test('a second regeneration ends the first grace window at once', async () => {
-    const { app, ctx, token } = await setup()
+    const { app, services, token } = await setup()
     const created = await createViaApi(app, token)
     const first = await (
       await call(app, token, 'POST', `${BASE}/${created.id}/regenerate-key`, { grace_seconds: 3600 })
@@ -87,7 +89,7 @@ describe('POST /api/webhook/sources/{id}/regenerate-key', () => {
     const second = await (
       await call(app, token, 'POST', `${BASE}/${created.id}/regenerate-key`, { grace_seconds: 3600 })
     ).json()
-    const cache = sourceCache(ctx)
+    const cache = services.sourceCache
     expect(await cache.findByKeyDigest(digestSecret(created.api_key))).toBeNull()
     expect((await cache.findByKeyDigest(digestSecret(first.api_key)))?.id).toBe(created.id)
     expect((await cache.findByKeyDigest(digestSecret(second.api_key)))?.id).toBe(created.id)

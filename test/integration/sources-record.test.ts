@@ -1,7 +1,6 @@
 import { beforeAll, describe, expect, test } from 'bun:test'
 import { FakeClock } from '../../src/lib/clock'
 import { digestSecret } from '../../src/lib/secrets'
-import { sourceCache } from '../../src/modules/sources/source-cache'
 import { BASE, createViaApi, expectJsonHeaders, RECORD_KEYS, setup, within } from '../helpers/sources'
 import { call, makeTestApp, request, testDatabase } from '../helpers/test-app'
 
@@ -97,18 +96,18 @@ describe('GET/PATCH/DELETE /api/webhook/sources/{id}', () => {
   })
 
   test('disabling reaches a second replica through NOTIFY within 1 s; enabling brings the key back', async () => {
-    const { app, ctx, token } = await setup()
+    const { app, services, token } = await setup()
     const replica = await makeTestApp()
     const created = await createViaApi(app, token)
     const digest = digestSecret(created.api_key)
     // Warm the second replica's cache so only an announcement can change what it answers.
-    expect((await sourceCache(replica.ctx).findByKeyDigest(digest))?.enabled).toBe(true)
+    expect((await replica.services.sourceCache.findByKeyDigest(digest))?.enabled).toBe(true)
     const started = performance.now()
     const response = await call(app, token, 'PATCH', `${BASE}/${created.id}`, { enabled: false })
     expect(response.status).toBe(200)
     expect((await response.json()).enabled).toBe(false)
     const disabledInTime = await within(1000, async () => {
-      return (await sourceCache(replica.ctx).findByKeyDigest(digest))?.enabled === false
+      return (await replica.services.sourceCache.findByKeyDigest(digest))?.enabled === false
     })
     expect(disabledInTime).toBe(true)
     expect(performance.now() - started).toBeLessThan(1100)
@@ -116,32 +115,32 @@ describe('GET/PATCH/DELETE /api/webhook/sources/{id}', () => {
       request('POST', `/api/webhook/lead/${created.api_key}`, { json: { email: 'a@example.com' } }),
     )
     expect(inbound.status).toBe(404)
-    expect((await sourceCache(ctx).findByKeyDigest(digest))?.enabled).toBe(false)
+    expect((await services.sourceCache.findByKeyDigest(digest))?.enabled).toBe(false)
 
     await call(app, token, 'PATCH', `${BASE}/${created.id}`, { enabled: true })
     expect(
       await within(
         1000,
-        async () => (await sourceCache(replica.ctx).findByKeyDigest(digest))?.enabled === true,
+        async () => (await replica.services.sourceCache.findByKeyDigest(digest))?.enabled === true,
       ),
     ).toBe(true)
   })
 
   test('DELETE → 204 with no body; the key stops on every replica; a second DELETE is 404', async () => {
-    const { app, ctx, token } = await setup()
+    const { app, services, token } = await setup()
     const replica = await makeTestApp()
     const created = await createViaApi(app, token)
     const digest = digestSecret(created.api_key)
-    expect(await sourceCache(replica.ctx).findByKeyDigest(digest)).not.toBeNull()
+    expect(await replica.services.sourceCache.findByKeyDigest(digest)).not.toBeNull()
     const response = await call(app, token, 'DELETE', `${BASE}/${created.id}`)
     expect(response.status).toBe(204)
     expect(response.headers.get('x-request-id')).toBeTruthy()
     expect(response.headers.get('x-ratelimit-limit')).toMatch(/^\d+$/)
     expect(await response.text()).toBe('')
     expect(
-      await within(1000, async () => (await sourceCache(replica.ctx).findByKeyDigest(digest)) === null),
+      await within(1000, async () => (await replica.services.sourceCache.findByKeyDigest(digest)) === null),
     ).toBe(true)
-    expect(await sourceCache(ctx).findByKeyDigest(digest)).toBeNull()
+    expect(await services.sourceCache.findByKeyDigest(digest)).toBeNull()
     expect((await call(app, token, 'GET', `${BASE}/${created.id}`)).status).toBe(404)
     const again = await call(app, token, 'DELETE', `${BASE}/${created.id}`)
     expect(again.status).toBe(404)

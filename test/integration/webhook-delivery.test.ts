@@ -4,9 +4,7 @@ import { Webhook } from 'standardwebhooks'
 import type { AppContext } from '../../src/context'
 import { webhookAttempts, webhookDeliveries, webhookEndpoints } from '../../src/db/schema'
 import { FakeClock } from '../../src/lib/clock'
-import { webhookEndpointsService } from '../../src/modules/webhook-endpoints/service'
 import {
-  DeliveryWorker,
   IN_FLIGHT_PER_ENDPOINT,
   nextAttemptTime,
   parseRetryAfter,
@@ -33,9 +31,9 @@ function receiver(...args: Parameters<typeof startReceiver>) {
 const BASE = '/api/v2/webhook-endpoints'
 
 async function setup(options: { clock?: FakeClock; env?: Record<string, string> } = {}) {
-  const { app, ctx } = await makeTestApp(options)
+  const { app, ctx, services } = await makeTestApp(options)
   const { organization, token } = await createSignedInUser(ctx)
-  return { app, ctx, organization, token, worker: new DeliveryWorker(ctx) }
+  return { app, ctx, services, organization, token, worker: services.deliveryWorker }
 }
 
 async function deliveryOf(ctx: AppContext, endpointId: string, messageId: string) {
@@ -56,9 +54,9 @@ async function attemptsOf(ctx: AppContext, endpointId: string, messageId: string
 
 describe('webhook delivery: signed requests to a real receiver', () => {
   test('lead.created arrives signed per Standard Webhooks, and the attempt is recorded', async () => {
-    const { app, ctx, organization, token, worker } = await setup()
+    const { app, ctx, services, organization, token, worker } = await setup()
     const target = receiver(() => new Response('thanks', { status: 202 }))
-    const endpoint = await createWebhookEndpoint(ctx, organization.id, { url: target.url })
+    const endpoint = await createWebhookEndpoint(services, organization.id, { url: target.url })
     const { apiKey, source } = await createSource(ctx, organization.id, { name: 'Site' })
     const posted = await app.handle(
       request('POST', `/api/webhook/lead/${apiKey}`, {
@@ -105,14 +103,14 @@ describe('webhook delivery: signed requests to a real receiver', () => {
   })
 
   test('ping: POST …/test queues one for this endpoint only, whatever its filter', async () => {
-    const { app, ctx, organization, token, worker } = await setup()
+    const { app, services, organization, token, worker } = await setup()
     const target = receiver()
     const other = receiver()
-    const endpoint = await createWebhookEndpoint(ctx, organization.id, {
+    const endpoint = await createWebhookEndpoint(services, organization.id, {
       url: target.url,
       event_types: ['lead.created'],
     })
-    await createWebhookEndpoint(ctx, organization.id, { url: other.url })
+    await createWebhookEndpoint(services, organization.id, { url: other.url })
     const response = await call(app, token, 'POST', `${BASE}/${endpoint.id}/test`)
     expect(response.status).toBe(202)
     const { message_id: messageId } = await response.json()
@@ -125,18 +123,18 @@ describe('webhook delivery: signed requests to a real receiver', () => {
   })
 
   test('a disabled endpoint cannot be pinged (409)', async () => {
-    const { app, ctx, organization, token } = await setup()
-    const endpoint = await createWebhookEndpoint(ctx, organization.id, { enabled: false })
+    const { app, services, organization, token } = await setup()
+    const endpoint = await createWebhookEndpoint(services, organization.id, { enabled: false })
     const response = await call(app, token, 'POST', `${BASE}/${endpoint.id}/test`)
     expect(response.status).toBe(409)
     expect((await response.json()).error).toBe('endpoint_disabled')
   })
 
   test('the response body is kept up to 2 KB', async () => {
-    const { ctx, organization, worker } = await setup()
+    const { ctx, services, organization, worker } = await setup()
     const target = receiver(() => new Response('x'.repeat(5000), { status: 200 }))
-    const endpoint = await createWebhookEndpoint(ctx, organization.id, { url: target.url })
-    const messageId = await webhookEndpointsService(ctx).ping(organization.id, endpoint.id)
+    const endpoint = await createWebhookEndpoint(services, organization.id, { url: target.url })
+    const messageId = await services.webhookEndpoints.ping(organization.id, endpoint.id)
     await worker.deliverDue()
     const [attempt] = await attemptsOf(ctx, endpoint.id, messageId)
     expect(attempt!.responseBody).toBe('x'.repeat(2048))
@@ -146,10 +144,10 @@ describe('webhook delivery: signed requests to a real receiver', () => {
 describe('webhook delivery: retries', () => {
   test('the schedule: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h, then failed; same webhook-id each time', async () => {
     const clock = new FakeClock(Date.UTC(2026, 6, 1))
-    const { ctx, organization, worker } = await setup({ clock })
+    const { ctx, services, organization, worker } = await setup({ clock })
     const target = receiver(() => new Response('down', { status: 500 }))
-    const endpoint = await createWebhookEndpoint(ctx, organization.id, { url: target.url })
-    const messageId = await webhookEndpointsService(ctx).ping(organization.id, endpoint.id)
+    const endpoint = await createWebhookEndpoint(services, organization.id, { url: target.url })
+    const messageId = await services.webhookEndpoints.ping(organization.id, endpoint.id)
     for (const [index, wait] of RETRY_SCHEDULE_MS.entries()) {
       await worker.deliverDue()
       expect(target.received).toHaveLength(index + 1)
@@ -191,7 +189,7 @@ describe('webhook delivery: retries', () => {
   for (const [label, status, headers, expected] of retryAfterCases) {
     test(`Retry-After: ${label}`, async () => {
       const clock = new FakeClock(Date.UTC(2026, 6, 1))
-      const { ctx, organization, worker } = await setup({ clock })
+      const { ctx, services, organization, worker } = await setup({ clock })
       const date = new Date(clock.now() + 90_000).toUTCString()
       const target = receiver(
         () =>
@@ -200,8 +198,8 @@ describe('webhook delivery: retries', () => {
             headers: { 'retry-after': headers['retry-after']!.replace('DATE+90', date) },
           }),
       )
-      const endpoint = await createWebhookEndpoint(ctx, organization.id, { url: target.url })
-      const messageId = await webhookEndpointsService(ctx).ping(organization.id, endpoint.id)
+      const endpoint = await createWebhookEndpoint(services, organization.id, { url: target.url })
+      const messageId = await services.webhookEndpoints.ping(organization.id, endpoint.id)
       await worker.deliverDue()
       expect((await deliveryOf(ctx, endpoint.id, messageId)).nextAttemptAt.getTime()).toBe(
         clock.now() + expected,
@@ -223,11 +221,11 @@ describe('webhook delivery: retries', () => {
   })
 
   test('redirects are not followed: a 3xx is a failed attempt', async () => {
-    const { ctx, organization, worker } = await setup()
+    const { ctx, services, organization, worker } = await setup()
     const elsewhere = receiver()
     const target = receiver(() => new Response(null, { status: 302, headers: { location: elsewhere.url } }))
-    const endpoint = await createWebhookEndpoint(ctx, organization.id, { url: target.url })
-    const messageId = await webhookEndpointsService(ctx).ping(organization.id, endpoint.id)
+    const endpoint = await createWebhookEndpoint(services, organization.id, { url: target.url })
+    const messageId = await services.webhookEndpoints.ping(organization.id, endpoint.id)
     await worker.deliverDue()
     expect(elsewhere.received).toHaveLength(0)
     const [attempt] = await attemptsOf(ctx, endpoint.id, messageId)
@@ -236,10 +234,10 @@ describe('webhook delivery: retries', () => {
   })
 
   test('a receiver that does not answer in time: timeout', async () => {
-    const { ctx, organization, worker } = await setup({ env: { WEBHOOK_TIMEOUT_MS: '300' } })
+    const { ctx, services, organization, worker } = await setup({ env: { WEBHOOK_TIMEOUT_MS: '300' } })
     const target = receiver(() => Bun.sleep(2000).then(() => new Response('late')))
-    const endpoint = await createWebhookEndpoint(ctx, organization.id, { url: target.url })
-    const messageId = await webhookEndpointsService(ctx).ping(organization.id, endpoint.id)
+    const endpoint = await createWebhookEndpoint(services, organization.id, { url: target.url })
+    const messageId = await services.webhookEndpoints.ping(organization.id, endpoint.id)
     await worker.deliverDue()
     const [attempt] = await attemptsOf(ctx, endpoint.id, messageId)
     expect([attempt!.responseStatus, attempt!.error]).toEqual([null, 'timeout'])
@@ -247,9 +245,9 @@ describe('webhook delivery: retries', () => {
   })
 
   test('nothing listening: connection_failed', async () => {
-    const { ctx, organization, worker } = await setup()
-    const endpoint = await createWebhookEndpoint(ctx, organization.id)
-    const messageId = await webhookEndpointsService(ctx).ping(organization.id, endpoint.id)
+    const { ctx, services, organization, worker } = await setup()
+    const endpoint = await createWebhookEndpoint(services, organization.id)
+    const messageId = await services.webhookEndpoints.ping(organization.id, endpoint.id)
     await worker.deliverDue()
     const [attempt] = await attemptsOf(ctx, endpoint.id, messageId)
     expect([attempt!.responseStatus, attempt!.error]).toEqual([null, 'connection_failed'])
@@ -259,15 +257,15 @@ describe('webhook delivery: retries', () => {
 describe('webhook delivery: disabling after 5 days of failures', () => {
   test('disabled, its pending messages failed, and endpoint.disabled sent to the other endpoints', async () => {
     const clock = new FakeClock(Date.UTC(2026, 6, 1))
-    const { app, ctx, organization, token, worker } = await setup({ clock })
+    const { app, ctx, services, organization, token, worker } = await setup({ clock })
     const broken = receiver(() => new Response('no', { status: 500 }))
     const healthy = receiver()
-    const failing = await createWebhookEndpoint(ctx, organization.id, { url: broken.url })
-    const watcher = await createWebhookEndpoint(ctx, organization.id, {
+    const failing = await createWebhookEndpoint(services, organization.id, { url: broken.url })
+    const watcher = await createWebhookEndpoint(services, organization.id, {
       url: healthy.url,
       event_types: ['endpoint.disabled'],
     })
-    const service = webhookEndpointsService(ctx)
+    const service = services.webhookEndpoints
     const firstFailure = clock.now()
     await service.ping(organization.id, failing.id)
     await worker.deliverDue()
@@ -306,11 +304,11 @@ describe('webhook delivery: disabling after 5 days of failures', () => {
 
   test('a success in between ends the streak', async () => {
     const clock = new FakeClock(Date.UTC(2026, 6, 1))
-    const { ctx, organization, worker } = await setup({ clock })
+    const { ctx, services, organization, worker } = await setup({ clock })
     let status = 500
     const target = receiver(() => new Response('', { status }))
-    const endpoint = await createWebhookEndpoint(ctx, organization.id, { url: target.url })
-    const service = webhookEndpointsService(ctx)
+    const endpoint = await createWebhookEndpoint(services, organization.id, { url: target.url })
+    const service = services.webhookEndpoints
     await service.ping(organization.id, endpoint.id)
     await worker.deliverDue()
     clock.advance(3 * 24 * 3600_000)
@@ -332,11 +330,11 @@ describe('webhook delivery: disabling after 5 days of failures', () => {
 describe('webhook delivery: rotation, replay, recover', () => {
   test('after a rotation both secrets sign for 24 h, then only the new one', async () => {
     const clock = new FakeClock(Date.now())
-    const { app, ctx, organization, token, worker } = await setup({ clock })
+    const { app, services, organization, token, worker } = await setup({ clock })
     const target = receiver()
-    const endpoint = await createWebhookEndpoint(ctx, organization.id, { url: target.url })
+    const endpoint = await createWebhookEndpoint(services, organization.id, { url: target.url })
     const rotated = await (await call(app, token, 'POST', `${BASE}/${endpoint.id}/rotate-secret`)).json()
-    const service = webhookEndpointsService(ctx)
+    const service = services.webhookEndpoints
     await service.ping(organization.id, endpoint.id)
     await worker.deliverDue()
     const [during] = target.received
@@ -355,10 +353,10 @@ describe('webhook delivery: rotation, replay, recover', () => {
 
   test('retry sends a message again now, with the same webhook-id; an unknown message is a 404', async () => {
     const clock = new FakeClock(Date.UTC(2026, 6, 1))
-    const { app, ctx, organization, token, worker } = await setup({ clock })
+    const { app, ctx, services, organization, token, worker } = await setup({ clock })
     const target = receiver()
-    const endpoint = await createWebhookEndpoint(ctx, organization.id, { url: target.url })
-    const messageId = await webhookEndpointsService(ctx).ping(organization.id, endpoint.id)
+    const endpoint = await createWebhookEndpoint(services, organization.id, { url: target.url })
+    const messageId = await services.webhookEndpoints.ping(organization.id, endpoint.id)
     await worker.deliverDue()
     const retried = await call(app, token, 'POST', `${BASE}/${endpoint.id}/messages/${messageId}/retry`)
     expect(retried.status).toBe(202)
@@ -381,11 +379,11 @@ describe('webhook delivery: rotation, replay, recover', () => {
 
   test('recover re-sends every failed message since the given time, and only those', async () => {
     const clock = new FakeClock(Date.UTC(2026, 6, 1))
-    const { app, ctx, organization, token, worker } = await setup({ clock })
+    const { app, ctx, services, organization, token, worker } = await setup({ clock })
     let up = false
     const target = receiver(() => new Response('', { status: up ? 200 : 500 }))
-    const endpoint = await createWebhookEndpoint(ctx, organization.id, { url: target.url })
-    const service = webhookEndpointsService(ctx)
+    const endpoint = await createWebhookEndpoint(services, organization.id, { url: target.url })
+    const service = services.webhookEndpoints
     const old = await service.ping(organization.id, endpoint.id)
     clock.advance(3600_000)
     const since = new Date(clock.now()).toISOString()
@@ -484,13 +482,13 @@ describe('webhook delivery: what the worker keeps between deliveries', () => {
   for (const { label, change, check } of changes) {
     test(`${label} reaches a worker of another replica that already holds the endpoint, at its next delivery`, async () => {
       const clock = new FakeClock(Date.now())
-      const { app, ctx, organization, token } = await setup({ clock })
+      const { app, services, organization, token } = await setup({ clock })
       // Another replica's worker: its own context, its own copy of the endpoint.
       const other = await makeTestApp({ clock })
-      const worker = new DeliveryWorker(other.ctx)
+      const worker = other.services.deliveryWorker
       const first = receiver()
       const second = receiver()
-      const endpoint = await createWebhookEndpoint(ctx, organization.id, { url: first.url })
+      const endpoint = await createWebhookEndpoint(services, organization.id, { url: first.url })
       const context: ChangeContext = {
         app,
         token,
@@ -499,7 +497,7 @@ describe('webhook delivery: what the worker keeps between deliveries', () => {
         second,
         secrets: [endpoint.secret],
       }
-      const service = webhookEndpointsService(ctx)
+      const service = services.webhookEndpoints
       await service.ping(organization.id, endpoint.id)
       await worker.deliverDue()
       expect(first.received).toHaveLength(1)
@@ -511,10 +509,10 @@ describe('webhook delivery: what the worker keeps between deliveries', () => {
   }
 
   test('requests to a receiver reuse their connection (keep-alive)', async () => {
-    const { ctx, organization, worker } = await setup()
+    const { services, organization, worker } = await setup()
     const target = receiver()
-    const endpoint = await createWebhookEndpoint(ctx, organization.id, { url: target.url })
-    const service = webhookEndpointsService(ctx)
+    const endpoint = await createWebhookEndpoint(services, organization.id, { url: target.url })
+    const service = services.webhookEndpoints
     for (let index = 0; index < 5; index++) {
       await service.ping(organization.id, endpoint.id)
       await worker.deliverDue()
@@ -529,12 +527,12 @@ describe('webhook delivery: SSRF at delivery time and the in-flight cap', () => 
     // Saved while private networks were allowed; the worker runs without that permission.
     const target = receiver()
     const saved = await setup()
-    const endpoint = await createWebhookEndpoint(saved.ctx, saved.organization.id, {
+    const endpoint = await createWebhookEndpoint(saved.services, saved.organization.id, {
       url: target.url.replace('127.0.0.1', 'localhost'),
     })
     const strict = await makeTestApp({ env: { OUTBOUND_ALLOW_PRIVATE_NETWORKS: 'false' } })
-    const messageId = await webhookEndpointsService(saved.ctx).ping(saved.organization.id, endpoint.id)
-    await new DeliveryWorker(strict.ctx).deliverDue()
+    const messageId = await saved.services.webhookEndpoints.ping(saved.organization.id, endpoint.id)
+    await strict.services.deliveryWorker.deliverDue()
     expect(target.received).toHaveLength(0)
     const [attempt] = await attemptsOf(saved.ctx, endpoint.id, messageId)
     expect(attempt!.error).toMatch(/^address_refused/)
@@ -555,10 +553,10 @@ describe('webhook delivery: SSRF at delivery time and the in-flight cap', () => 
   for (const [label, url] of refusedAtDelivery) {
     test(`refused at delivery: ${label}`, async () => {
       const saved = await setup()
-      const endpoint = await createWebhookEndpoint(saved.ctx, saved.organization.id, { url })
+      const endpoint = await createWebhookEndpoint(saved.services, saved.organization.id, { url })
       const strict = await makeTestApp({ env: { OUTBOUND_ALLOW_PRIVATE_NETWORKS: 'false' } })
-      const messageId = await webhookEndpointsService(saved.ctx).ping(saved.organization.id, endpoint.id)
-      await new DeliveryWorker(strict.ctx).deliverDue()
+      const messageId = await saved.services.webhookEndpoints.ping(saved.organization.id, endpoint.id)
+      await strict.services.deliveryWorker.deliverDue()
       const [attempt] = await attemptsOf(saved.ctx, endpoint.id, messageId)
       expect(attempt!.error).toMatch(/^address_refused: the URL resolves to /)
       expect(attempt!.responseStatus).toBeNull()
@@ -566,28 +564,28 @@ describe('webhook delivery: SSRF at delivery time and the in-flight cap', () => 
   }
 
   test('a hostname is resolved once, checked, and connected to by address; Host keeps the name', async () => {
-    const { ctx, organization, worker } = await setup()
+    const { services, organization, worker } = await setup()
     const target = receiver()
-    const endpoint = await createWebhookEndpoint(ctx, organization.id, {
+    const endpoint = await createWebhookEndpoint(services, organization.id, {
       url: target.url.replace('127.0.0.1', 'localhost'),
     })
-    await webhookEndpointsService(ctx).ping(organization.id, endpoint.id)
+    await services.webhookEndpoints.ping(organization.id, endpoint.id)
     await worker.deliverDue()
     expect(target.received.map((entry) => entry.headers.host)).toEqual([`localhost:${target.port}`])
     expect(signedWith(endpoint.secret, target.received[0]!)).toBe(true)
   })
 
   test(`one slow receiver holds at most ${IN_FLIGHT_PER_ENDPOINT} requests; others are served meanwhile`, async () => {
-    const { ctx, organization, worker } = await setup()
+    const { services, organization, worker } = await setup()
     let release: () => void = () => {}
     const gate = new Promise<void>((resolve) => {
       release = resolve
     })
     const slow = receiver(() => gate.then(() => new Response('ok')))
     const fast = receiver()
-    const slowEndpoint = await createWebhookEndpoint(ctx, organization.id, { url: slow.url })
-    const fastEndpoint = await createWebhookEndpoint(ctx, organization.id, { url: fast.url })
-    const service = webhookEndpointsService(ctx)
+    const slowEndpoint = await createWebhookEndpoint(services, organization.id, { url: slow.url })
+    const fastEndpoint = await createWebhookEndpoint(services, organization.id, { url: fast.url })
+    const service = services.webhookEndpoints
     const slowCount = IN_FLIGHT_PER_ENDPOINT + 8
     for (let index = 0; index < slowCount; index++) await service.ping(organization.id, slowEndpoint.id)
     for (let index = 0; index < 5; index++) await service.ping(organization.id, fastEndpoint.id)

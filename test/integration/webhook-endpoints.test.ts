@@ -5,7 +5,6 @@ import { FakeClock } from '../../src/lib/clock'
 import { newId } from '../../src/lib/ids'
 import { isPublicAddress } from '../../src/lib/outbound-url'
 import { EVENT_TYPES } from '../../src/modules/webhook-endpoints/model'
-import { webhookEndpointsService } from '../../src/modules/webhook-endpoints/service'
 import { expectError, type RouteFixture, runCommonRouteTests } from '../helpers/common-route-tests'
 import { createSignedInUser, createSource, createWebhookEndpoint } from '../helpers/factories'
 import { call, makeSignedInApp, makeTestApp, testDatabase } from '../helpers/test-app'
@@ -32,7 +31,7 @@ const SECRET = /^whsec_[A-Za-z0-9+/]{32}$/
 const endpointPath =
   (suffix = '') =>
   async (fixture: RouteFixture) =>
-    `${BASE}/${(await createWebhookEndpoint(fixture.ctx, fixture.organizationId)).id}${suffix}`
+    `${BASE}/${(await createWebhookEndpoint(fixture.services, fixture.organizationId)).id}${suffix}`
 
 /** Every route of the module: method, template, path builder, a body that passes validation. */
 const ROUTES: Array<[string, string, (fixture: RouteFixture) => string | Promise<string>, unknown]> = [
@@ -103,9 +102,10 @@ describe('webhook endpoints: CRUD', () => {
   })
 
   test('list pages newest first with a cursor', async () => {
-    const { app, ctx, token, organization } = await makeSignedInApp()
+    const { app, services, token, organization } = await makeSignedInApp()
     const ids: string[] = []
-    for (let index = 0; index < 3; index++) ids.push((await createWebhookEndpoint(ctx, organization.id)).id)
+    for (let index = 0; index < 3; index++)
+      ids.push((await createWebhookEndpoint(services, organization.id)).id)
     const first = await (await call(app, token, 'GET', `${BASE}?limit=2`)).json()
     expect(first.data.map((row: { id: string }) => row.id)).toEqual([ids[2], ids[1]])
     const second = await (await call(app, token, 'GET', `${BASE}?limit=2&cursor=${first.next_cursor}`)).json()
@@ -114,9 +114,9 @@ describe('webhook endpoints: CRUD', () => {
   })
 
   test('patch changes only what is sent; enabling clears the reason a disable left', async () => {
-    const { app, ctx, token, organization } = await makeSignedInApp()
+    const { app, ctx, services, token, organization } = await makeSignedInApp()
     const { source } = await createSource(ctx, organization.id)
-    const endpoint = await createWebhookEndpoint(ctx, organization.id, { description: 'keep' })
+    const endpoint = await createWebhookEndpoint(services, organization.id, { description: 'keep' })
     await ctx.db
       .update(webhookEndpoints)
       .set({ enabled: false, disabledReason: 'failing_for_5_days', failingSince: new Date() })
@@ -139,8 +139,8 @@ describe('webhook endpoints: CRUD', () => {
   })
 
   test('delete answers 204, then 404', async () => {
-    const { app, ctx, token, organization } = await makeSignedInApp()
-    const endpoint = await createWebhookEndpoint(ctx, organization.id)
+    const { app, services, token, organization } = await makeSignedInApp()
+    const endpoint = await createWebhookEndpoint(services, organization.id)
     const deleted = await call(app, token, 'DELETE', `${BASE}/${endpoint.id}`)
     expect(deleted.status).toBe(204)
     expect(await deleted.text()).toBe('')
@@ -149,8 +149,8 @@ describe('webhook endpoints: CRUD', () => {
 
   test('rotate-secret: a new secret, the previous one kept for 24 h', async () => {
     const clock = new FakeClock()
-    const { app, ctx, token, organization } = await makeSignedInApp({ clock })
-    const endpoint = await createWebhookEndpoint(ctx, organization.id)
+    const { app, ctx, services, token, organization } = await makeSignedInApp({ clock })
+    const endpoint = await createWebhookEndpoint(services, organization.id)
     const response = await call(app, token, 'POST', `${BASE}/${endpoint.id}/rotate-secret`)
     expect(response.status).toBe(200)
     const rotated = await response.json()
@@ -163,8 +163,8 @@ describe('webhook endpoints: CRUD', () => {
   })
 
   test('secrets are stored encrypted, never as written', async () => {
-    const { ctx, organization } = await makeSignedInApp()
-    const endpoint = await createWebhookEndpoint(ctx, organization.id)
+    const { ctx, services, organization } = await makeSignedInApp()
+    const endpoint = await createWebhookEndpoint(services, organization.id)
     const [row] = await ctx.db.select().from(webhookEndpoints).where(eq(webhookEndpoints.id, endpoint.id))
     expect(row!.secretCiphertext).not.toContain(endpoint.secret.slice('whsec_'.length))
     expect(row!.secretCiphertext).toMatch(/^v1\./)
@@ -188,11 +188,11 @@ describe('webhook endpoints: validation and limits', () => {
   ]
   for (const [label, body, path] of bad) {
     test(`400 for ${label}, on create and on patch`, async () => {
-      const { app, ctx, token, organization } = await makeSignedInApp()
+      const { app, services, token, organization } = await makeSignedInApp()
       const created = await expectError(await call(app, token, 'POST', BASE, body), 400, 'validation_failed')
       expect((created.details as Array<{ path: string }>).map((detail) => detail.path)).toContain(path)
       if (!('url' in body) && label !== 'unknown field') return
-      const endpoint = await createWebhookEndpoint(ctx, organization.id)
+      const endpoint = await createWebhookEndpoint(services, organization.id)
       const patched = await expectError(
         await call(app, token, 'PATCH', `${BASE}/${endpoint.id}`, body),
         400,
@@ -224,8 +224,8 @@ describe('webhook endpoints: validation and limits', () => {
   })
 
   test('409 endpoint_limit_reached past 50 endpoints', async () => {
-    const { app, ctx, token, organization } = await makeSignedInApp()
-    for (let index = 0; index < 50; index++) await createWebhookEndpoint(ctx, organization.id)
+    const { app, services, token, organization } = await makeSignedInApp()
+    for (let index = 0; index < 50; index++) await createWebhookEndpoint(services, organization.id)
     await expectError(
       await call(app, token, 'POST', BASE, { url: 'http://127.0.0.1:9/x' }),
       409,
@@ -274,10 +274,12 @@ describe('webhook endpoints: SSRF refusals at creation', () => {
   })
 
   test('a patch to a refused URL is refused too', async () => {
-    const { app, ctx, token, organization } = await makeSignedInApp({
+    const { app, services, token, organization } = await makeSignedInApp({
       env: { OUTBOUND_ALLOW_PRIVATE_NETWORKS: 'false' },
     })
-    const endpoint = await createWebhookEndpoint(ctx, organization.id, { url: 'https://93.184.216.34/hook' })
+    const endpoint = await createWebhookEndpoint(services, organization.id, {
+      url: 'https://93.184.216.34/hook',
+    })
     await expectError(
       await call(app, token, 'PATCH', `${BASE}/${endpoint.id}`, { url: 'https://127.0.0.1/hook' }),
       400,
@@ -303,9 +305,9 @@ describe('webhook endpoints: SSRF refusals at creation', () => {
 
 describe('webhook endpoints: tenant isolation', () => {
   test("every route answers 404 for another organization's endpoint", async () => {
-    const { app, ctx, token } = await makeSignedInApp()
+    const { app, ctx, services, token } = await makeSignedInApp()
     const other = await createSignedInUser(ctx)
-    const foreign = await createWebhookEndpoint(ctx, other.organization.id)
+    const foreign = await createWebhookEndpoint(services, other.organization.id)
     for (const [method, name, , body] of ROUTES) {
       if (!name.includes('{id}')) continue
       const path = name.replace('{id}', foreign.id).replace('{message_id}', newId())
@@ -318,11 +320,11 @@ describe('webhook endpoints: tenant isolation', () => {
   })
 
   test("another organization's message through one's own endpoint: retry is a 404 and leaves it alone", async () => {
-    const { app, ctx, token, organization } = await makeSignedInApp()
-    const own = await createWebhookEndpoint(ctx, organization.id)
+    const { app, ctx, services, token, organization } = await makeSignedInApp()
+    const own = await createWebhookEndpoint(services, organization.id)
     const other = await createSignedInUser(ctx)
-    const foreign = await createWebhookEndpoint(ctx, other.organization.id)
-    const messageId = await webhookEndpointsService(ctx).ping(other.organization.id, foreign.id)
+    const foreign = await createWebhookEndpoint(services, other.organization.id)
+    const messageId = await services.webhookEndpoints.ping(other.organization.id, foreign.id)
     await expectError(
       await call(app, token, 'POST', `${BASE}/${own.id}/messages/${messageId}/retry`),
       404,

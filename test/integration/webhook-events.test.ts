@@ -7,8 +7,6 @@ import {
   announceSourceStatusChanges,
 } from '../../src/modules/webhook-endpoints/events'
 import { EVENT_TYPES } from '../../src/modules/webhook-endpoints/model'
-import { webhookEndpointsService } from '../../src/modules/webhook-endpoints/service'
-import { DeliveryWorker } from '../../src/modules/webhook-endpoints/worker'
 import { createPat, createSignedInUser, createSource, createWebhookEndpoint } from '../helpers/factories'
 import { makeTestApp, request, testDatabase } from '../helpers/test-app'
 import { signedWith, startReceiver } from '../helpers/webhook-receiver'
@@ -26,20 +24,30 @@ const DAY = 24 * 3600_000
 
 async function setup(eventTypes: string[] = [], receiverOptions: { checkContract?: boolean } = {}) {
   const clock = new FakeClock(Date.UTC(2026, 8, 1, 12))
-  const { app, ctx } = await makeTestApp({ clock })
+  const { app, ctx, services } = await makeTestApp({ clock })
   const { organization, user } = await createSignedInUser(ctx)
   const receiver = startReceiver(undefined, receiverOptions)
   receivers.push(receiver)
-  const endpoint = await createWebhookEndpoint(ctx, organization.id, {
+  const endpoint = await createWebhookEndpoint(services, organization.id, {
     url: receiver.url,
     event_types: eventTypes as never,
   })
-  return { app, ctx, clock, organization, user, receiver, endpoint, worker: new DeliveryWorker(ctx) }
+  return {
+    app,
+    ctx,
+    services,
+    clock,
+    organization,
+    user,
+    receiver,
+    endpoint,
+    worker: services.deliveryWorker,
+  }
 }
 
 describe('webhook events: pat.expiring', () => {
   test('sent once, 7 days before expiry, with the token id, name and owner e-mail', async () => {
-    const { ctx, clock, user, receiver, endpoint, worker } = await setup(['pat.expiring'])
+    const { ctx, services, clock, user, receiver, endpoint, worker } = await setup(['pat.expiring'])
     const expiresAt = new Date(clock.now() + 8 * DAY)
     const pat = await createPat(ctx, user, { name: 'CI deploy', expiresAt })
     // Other organizations' and unannounceable tokens: never.
@@ -48,13 +56,13 @@ describe('webhook events: pat.expiring', () => {
     await createPat(ctx, user, { expiresAt: null })
     await createPat(ctx, user, { expiresAt: new Date(clock.now() - DAY) })
 
-    await announceExpiringTokens(ctx)
+    await announceExpiringTokens(ctx, services.webhookEndpoints)
     await worker.deliverDue()
     expect(receiver.received.filter((entry) => entry.json.data.token_id === pat.tokenId)).toHaveLength(0)
 
     clock.advance(DAY + 1000)
-    await announceExpiringTokens(ctx)
-    await announceExpiringTokens(ctx)
+    await announceExpiringTokens(ctx, services.webhookEndpoints)
+    await announceExpiringTokens(ctx, services.webhookEndpoints)
     await worker.deliverDue()
     expect(receiver.received.map((entry) => entry.json)).toEqual([
       {
@@ -74,7 +82,7 @@ describe('webhook events: pat.expiring', () => {
 
 describe('webhook events: pat.expiring is never lost', () => {
   test('a failed event write leaves the token unannounced; the next run sends it', async () => {
-    const { ctx, clock, user, organization, receiver, worker } = await setup(['pat.expiring'])
+    const { ctx, services, clock, user, organization, receiver, worker } = await setup(['pat.expiring'])
     const pat = await createPat(ctx, user, { expiresAt: new Date(clock.now() + 3 * DAY) })
     // The write of this organization's event fails after the token was marked (a crash between
     // the two, as the database sees it): nothing of the run may stay.
@@ -88,7 +96,7 @@ describe('webhook events: pat.expiring is never lost', () => {
         when (new.organization_id = '${organization.id}'::uuid) execute function ${trigger}()`),
     )
     try {
-      await expect(announceExpiringTokens(ctx)).rejects.toThrow()
+      await expect(announceExpiringTokens(ctx, services.webhookEndpoints)).rejects.toThrow()
     } finally {
       await ctx.db.execute(sql.raw(`drop trigger ${trigger} on webhook_messages`))
       await ctx.db.execute(sql.raw(`drop function ${trigger}()`))
@@ -99,7 +107,7 @@ describe('webhook events: pat.expiring is never lost', () => {
       .where(eq(personalAccessTokens.id, pat.tokenId))
     expect(row!.noticeAt).toBeNull()
 
-    expect(await announceExpiringTokens(ctx)).toBeGreaterThanOrEqual(1)
+    expect(await announceExpiringTokens(ctx, services.webhookEndpoints)).toBeGreaterThanOrEqual(1)
     await worker.deliverDue()
     expect(receiver.received.map((entry) => entry.json.data.token_id)).toEqual([pat.tokenId])
   })
@@ -107,15 +115,32 @@ describe('webhook events: pat.expiring is never lost', () => {
 
 describe('webhook events: source.status_changed (the failure alert)', () => {
   test('healthy → failing is sent with the health summary; the first status seen is a baseline', async () => {
-    const { app, ctx, organization, receiver, endpoint, worker } = await setup(['source.status_changed'])
+    const { app, ctx, services, organization, receiver, endpoint, worker } = await setup([
+      'source.status_changed',
+    ])
     const { source, apiKey } = await createSource(ctx, organization.id, { name: 'Landing page' })
     const post = (json: unknown) => app.handle(request('POST', `/api/webhook/lead/${apiKey}`, { json }))
     expect((await post({ email: 'ok@example.com' })).status).toBe(200)
 
-    expect(await announceSourceStatusChanges(ctx)).toBe(0)
+    expect(
+      await announceSourceStatusChanges(ctx, {
+        health: services.deliveryLogs,
+        service: services.webhookEndpoints,
+      }),
+    ).toBe(0)
     for (let index = 0; index < 5; index++) await post({ first_name: 'no contact' })
-    expect(await announceSourceStatusChanges(ctx)).toBe(1)
-    expect(await announceSourceStatusChanges(ctx)).toBe(0)
+    expect(
+      await announceSourceStatusChanges(ctx, {
+        health: services.deliveryLogs,
+        service: services.webhookEndpoints,
+      }),
+    ).toBe(1)
+    expect(
+      await announceSourceStatusChanges(ctx, {
+        health: services.deliveryLogs,
+        service: services.webhookEndpoints,
+      }),
+    ).toBe(0)
     await worker.deliverDue()
 
     expect(receiver.received).toHaveLength(1)
@@ -139,23 +164,29 @@ describe('webhook events: source.status_changed (the failure alert)', () => {
   })
 
   test('an endpoint filtered on another source does not watch this one', async () => {
-    const { ctx, organization, receiver } = await setup(['source.status_changed'])
+    const { ctx, services, organization, receiver } = await setup(['source.status_changed'])
     const watched = await createSource(ctx, organization.id)
     const unwatched = await createSource(ctx, organization.id)
     const other = startReceiver()
     receivers.push(other)
-    await createWebhookEndpoint(ctx, organization.id, {
+    await createWebhookEndpoint(services, organization.id, {
       url: other.url,
       event_types: ['source.status_changed'],
       source_ids: [watched.source.id],
     })
-    await announceSourceStatusChanges(ctx)
+    await announceSourceStatusChanges(ctx, {
+      health: services.deliveryLogs,
+      service: services.webhookEndpoints,
+    })
     // Disabled: its status goes from idle to disabled.
     await ctx.database.query('update webhook_sources set enabled = false where id = $1', [
       unwatched.source.id,
     ])
-    await announceSourceStatusChanges(ctx)
-    await new DeliveryWorker(ctx).deliverDue()
+    await announceSourceStatusChanges(ctx, {
+      health: services.deliveryLogs,
+      service: services.webhookEndpoints,
+    })
+    await services.deliveryWorker.deliverDue()
     expect(receiver.received.map((entry) => entry.json.data.status)).toEqual(['disabled'])
     expect(other.received).toHaveLength(0)
   })
@@ -165,8 +196,8 @@ describe('webhook events: every type reaches a subscribed endpoint, and only tho
   test('an endpoint subscribed to one type gets no other', async () => {
     for (const type of EVENT_TYPES) {
       // Made-up payloads (`{probe}`): this test is about routing by type, not their shape.
-      const { ctx, organization, receiver, worker } = await setup([type], { checkContract: false })
-      const service = webhookEndpointsService(ctx)
+      const { ctx, services, organization, receiver, worker } = await setup([type], { checkContract: false })
+      const service = services.webhookEndpoints
       for (const other of EVENT_TYPES) {
         if (other === 'ping') continue
         await service.enqueue({

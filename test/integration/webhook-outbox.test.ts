@@ -5,7 +5,6 @@ import { deliveryLogs, webhookDeliveries, webhookMessages } from '../../src/db/s
 import { FakeClock } from '../../src/lib/clock'
 import { newId } from '../../src/lib/ids'
 import type { CreateEndpointBody } from '../../src/modules/webhook-endpoints/model'
-import { deliverySignal } from '../../src/modules/webhook-endpoints/signal'
 import { createSignedInUser, createSource, createWebhookEndpoint } from '../helpers/factories'
 import { call, makeTestApp, request, testDatabase } from '../helpers/test-app'
 
@@ -21,7 +20,7 @@ const post = (app: App, apiKey: string, json: unknown) =>
 
 async function setup(endpoints: Array<Partial<CreateEndpointBody> | 'other-source'> = [{}]) {
   const clock = new FakeClock(Date.UTC(2026, 5, 1, 12))
-  const { app, ctx } = await makeTestApp({ clock })
+  const { app, ctx, services } = await makeTestApp({ clock })
   const { organization, token } = await createSignedInUser(ctx)
   const { source, apiKey } = await createSource(ctx, organization.id, { name: 'Contact form' })
   const other = await createSource(ctx, organization.id, { name: 'Other form' })
@@ -29,13 +28,13 @@ async function setup(endpoints: Array<Partial<CreateEndpointBody> | 'other-sourc
   for (const endpoint of endpoints) {
     created.push(
       await createWebhookEndpoint(
-        ctx,
+        services,
         organization.id,
         endpoint === 'other-source' ? { source_ids: [other.source.id] } : endpoint,
       ),
     )
   }
-  return { app, ctx, clock, organization, token, source, apiKey, endpoints: created }
+  return { app, ctx, services, clock, organization, token, source, apiKey, endpoints: created }
 }
 
 async function outboxOf(ctx: AppContext, organizationId: string) {
@@ -117,9 +116,9 @@ describe('webhook outbox: lead events written with the lead', () => {
   ]
   for (const [label, endpoints, expected, woken] of filters) {
     test(`${label}: ${expected} deliveries (one message when any)`, async () => {
-      const { app, ctx, organization, apiKey } = await setup(endpoints)
+      const { app, ctx, services, organization, apiKey } = await setup(endpoints)
       let wakes = 0
-      deliverySignal(ctx).subscribe(() => wakes++)
+      services.deliverySignal.subscribe(() => wakes++)
       expect((await post(app, apiKey, { email: email() })).status).toBe(200)
       const { messages, deliveries } = await outboxOf(ctx, organization.id)
       expect(deliveries).toHaveLength(expected)
@@ -143,9 +142,9 @@ describe('webhook outbox: lead events written with the lead', () => {
   })
 
   test("another organization's endpoints never get this organization's leads", async () => {
-    const { app, ctx, apiKey } = await setup([])
+    const { app, ctx, services, apiKey } = await setup([])
     const other = await createSignedInUser(ctx)
-    await createWebhookEndpoint(ctx, other.organization.id)
+    await createWebhookEndpoint(services, other.organization.id)
     expect((await post(app, apiKey, { email: email() })).status).toBe(200)
     expect((await outboxOf(ctx, other.organization.id)).deliveries).toHaveLength(0)
   })

@@ -3,7 +3,6 @@ import { and, eq, inArray } from 'drizzle-orm'
 import { webhookDeliveries, webhookMessages } from '../../src/db/schema'
 import { FakeClock } from '../../src/lib/clock'
 import { purgeExpiredMessages } from '../../src/modules/webhook-endpoints/retention'
-import { webhookEndpointsService } from '../../src/modules/webhook-endpoints/service'
 import { createSignedInUser, createWebhookEndpoint } from '../helpers/factories'
 import { makeTestApp, testDatabase } from '../helpers/test-app'
 
@@ -16,10 +15,10 @@ const DAY = 24 * 3600_000
 describe('webhook message retention', () => {
   test('old finished messages go after LOG_RETENTION_DAYS; pending ones stay whatever their age', async () => {
     const clock = new FakeClock(Date.UTC(2025, 0, 1))
-    const { ctx } = await makeTestApp({ clock, env: { LOG_RETENTION_DAYS: '30' } })
+    const { ctx, services } = await makeTestApp({ clock, env: { LOG_RETENTION_DAYS: '30' } })
     const { organization } = await createSignedInUser(ctx)
-    const endpoint = await createWebhookEndpoint(ctx, organization.id)
-    const service = webhookEndpointsService(ctx)
+    const endpoint = await createWebhookEndpoint(services, organization.id)
+    const service = services.webhookEndpoints
     const finished = await service.ping(organization.id, endpoint.id)
     const stillPending = await service.ping(organization.id, endpoint.id)
     clock.advance(29 * DAY)
@@ -29,7 +28,7 @@ describe('webhook message retention', () => {
       .set({ status: 'succeeded' })
       .where(inArray(webhookDeliveries.messageId, [finished, recent]))
     // Messages of a deleted endpoint are left without deliveries: they go too once old.
-    const doomed = await createWebhookEndpoint(ctx, organization.id)
+    const doomed = await createWebhookEndpoint(services, organization.id)
     clock.set(Date.UTC(2025, 0, 1))
     const orphan = await service.ping(organization.id, doomed.id)
     await service.remove(organization.id, doomed.id)

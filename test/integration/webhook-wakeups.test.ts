@@ -2,11 +2,9 @@ import { afterEach, beforeAll, describe, expect, test } from 'bun:test'
 import { type AppContext, createContext } from '../../src/context'
 import { type DatabaseHandle, openDatabase } from '../../src/db/client'
 import { createMemoryLogger } from '../../src/lib/logger'
-import { sourceCache } from '../../src/modules/sources/source-cache'
-import { webhookEndpointsService } from '../../src/modules/webhook-endpoints/service'
 import { DELIVERY_CHANNEL, NOTIFY_COALESCE_MS } from '../../src/modules/webhook-endpoints/signal'
+import { buildServices, type Services } from '../../src/services'
 import {
-  DeliveryWorker,
   IN_FLIGHT_PER_ENDPOINT,
   POLL_INTERVAL_MS,
   workerStatementSlots,
@@ -30,7 +28,7 @@ afterEach(async () => {
  */
 async function secondReplica(
   env: Record<string, string> = {},
-): Promise<{ ctx: AppContext; database: DatabaseHandle }> {
+): Promise<{ ctx: AppContext; database: DatabaseHandle; services: Services }> {
   const config = testConfig(env)
   const database = await openDatabase(config)
   const ctx = await createContext(config, {
@@ -42,7 +40,7 @@ async function secondReplica(
     await ctx.close()
     await database.close()
   })
-  return { ctx, database }
+  return { ctx, database, services: buildServices(ctx) }
 }
 
 async function listeningConnections(ctx: AppContext): Promise<number> {
@@ -72,16 +70,16 @@ describe.skipIf(!usingRealServices)('webhook wake-ups across replicas (LISTEN/NO
     // beyond it can only be sent by B.
     const receiver = startReceiver(() => gate.then(() => new Response('ok')))
     cleanups.push(() => receiver.stop())
-    await createWebhookEndpoint(a.ctx, organization.id, { url: receiver.url, event_types: ['lead.created'] })
+    await createWebhookEndpoint(a.services, organization.id, { url: receiver.url, event_types: ['lead.created'] })
 
-    const workerA = new DeliveryWorker(a.ctx)
+    const workerA = a.services.deliveryWorker
     await workerA.start()
     cleanups.push(() => workerA.stop(5000))
     const before = await listeningConnections(a.ctx)
 
     const b = await secondReplica()
-    await sourceCache(b.ctx).listen()
-    const workerB = new DeliveryWorker(b.ctx)
+    await b.services.sourceCache.listen()
+    const workerB = b.services.deliveryWorker
     await workerB.start()
     cleanups.push(() => workerB.stop(5000))
     cleanups.push(() => release())
@@ -132,12 +130,12 @@ describe.skipIf(!usingRealServices)('webhook wake-ups across replicas (LISTEN/NO
 
 describe.skipIf(!usingRealServices)("the delivery worker's share of the pool", () => {
   test(`with DATABASE_POOL_SIZE 4 a worker holds at most ${workerStatementSlots(4)} connection through a burst`, async () => {
-    const { ctx } = await makeTestApp()
+    const { ctx, services } = await makeTestApp()
     const { organization } = await createSignedInUser(ctx)
     const receiver = startReceiver()
     cleanups.push(() => receiver.stop())
-    const endpoint = await createWebhookEndpoint(ctx, organization.id, { url: receiver.url })
-    const service = webhookEndpointsService(ctx)
+    const endpoint = await createWebhookEndpoint(services, organization.id, { url: receiver.url })
+    const service = services.webhookEndpoints
     for (let index = 0; index < 150; index++) await service.ping(organization.id, endpoint.id)
     const [{ started }] = (await ctx.database.query<{ started: string }>(
       'select now()::text as started',
@@ -146,7 +144,7 @@ describe.skipIf(!usingRealServices)("the delivery worker's share of the pool", (
     // A replica whose pool serves only its worker here: postgres.js opens a connection only when a
     // statement finds none free, so the connections it opened are the most it used at once.
     const replica = await secondReplica({ DATABASE_POOL_SIZE: '4' })
-    const worker = new DeliveryWorker(replica.ctx)
+    const worker = replica.services.deliveryWorker
     await worker.deliverDue()
     expect(receiver.received).toHaveLength(150)
     const [{ opened }] = (await ctx.database.query<{ opened: number }>(

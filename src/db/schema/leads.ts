@@ -7,7 +7,7 @@ export const leads = pgTable(
     id: uuid('id').primaryKey(),
     // No foreign keys on the two tables every lead writes to: four referential checks per lead
     // (one SPI query and row lock each) were a quarter of PostgreSQL's ingest cost. The same rules
-    // hold by other means (drizzle/0009): ingest_leads() and log_deliveries() lock the source
+    // hold by other means (drizzle/functions/): ingest_leads() and log_deliveries() lock the source
     // (shared advisory lock) and skip an item whose source is gone; a deleted source sets its
     // leads' source_id to NULL and deletes its delivery logs by trigger; a deleted organization
     // deletes its leads by trigger (its sources, and so their logs, go by their own foreign key).

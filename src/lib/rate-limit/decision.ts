@@ -46,6 +46,12 @@ export function rateLimitDecision(result: RateLimitResult): RateLimitDecision {
   }
 }
 
+/**
+ * The limit check as its users receive it (buildServices binds it to the replica's limiter and
+ * clock): one limiter call for the rules, and its decision.
+ */
+export type RateLimitCheck = (rules: RateLimitRule[]) => Promise<RateLimitDecision>
+
 /** One limiter call for all the rules, and its decision. Writes nothing: the caller applies it. */
 export async function checkRateLimit(
   ctx: Pick<AppContext, 'limiter' | 'clock'>,

@@ -1,18 +1,16 @@
 import { Elysia, t } from 'elysia'
-import type { AppContext } from '../../context'
 import { rejectUnknownFields } from '../../lib/strict-body'
-import { authPlugin } from '../../plugins/auth'
+import type { AuthPlugin } from '../../plugins/auth'
 import { ErrorBody, LoginRequest, MeResponse, RateLimitedBody, SessionResponse, SignupRequest } from './model'
-import { identityService } from './service'
+import type { IdentityService } from './service'
 
 /**
  * Sign-up, log-in, log-out and "who am I". Sign-up and log-in are rate-limited per client IP by the
  * global rate-limit plugin (5 and 10 per minute); everything else here needs a credential.
  */
-export function authModule(ctx: AppContext) {
-  const service = identityService(ctx)
+export function authModule(service: IdentityService, authPlugin: AuthPlugin) {
   return new Elysia({ name: 'auth-routes', prefix: '/api/auth' })
-    .use(authPlugin(ctx))
+    .use(authPlugin)
     .post('/signup', async ({ body, status }) => status(201, await service.signup(body)), {
       body: SignupRequest,
       transform: rejectUnknownFields(SignupRequest),

@@ -3,7 +3,6 @@ import type { AppContext } from '../../context'
 import { canonicalEmail } from '../../lib/contact'
 import { AppError, errors } from '../../lib/errors'
 import { newId } from '../../lib/ids'
-import { perContext } from '../../lib/memo'
 import { requireName } from '../../lib/names'
 import { passwordProblem } from '../../lib/passwords'
 import { PERMISSIONS, planFeatures, type Role } from '../../lib/permissions'
@@ -216,5 +215,3 @@ export class IdentityService {
     }
   }
 }
-
-export const identityService = perContext((ctx: AppContext) => new IdentityService(ctx))

@@ -2,9 +2,8 @@ import { Elysia } from 'elysia'
 import type { AppContext } from '../../context'
 import { AppError } from '../../lib/errors'
 import { cookieValue } from '../../lib/http'
-import { perContext } from '../../lib/memo'
-import { allows, credentialResolver } from '../../plugins/auth'
-import type { Principal } from '../auth/credentials'
+import { allows } from '../../plugins/auth'
+import type { CredentialResolver, Principal } from '../auth/credentials'
 import { csvFileName } from '../leads'
 import { PAGE_ACCESS } from './access'
 import { type Asset, loadAssets } from './assets'
@@ -33,7 +32,7 @@ import {
   SourcesPageQuery,
   TokenParams,
 } from './model'
-import { dashboardService } from './service'
+import type { DashboardService } from './service'
 import {
   clearedSessionCookie,
   csrfProblem,
@@ -71,8 +70,6 @@ const PAGE_HEADERS: Record<string, string> = {
   'x-content-type-options': 'nosniff',
   'referrer-policy': 'same-origin',
 }
-
-const dashboardAssets = perContext((_ctx: AppContext) => loadAssets())
 
 /** Where a signed-in user lands: the first page their role and plan allow. */
 function homeOf(principal: Principal): string {
@@ -136,10 +133,17 @@ function redirect(set: Reply, location: string): string {
  * The dashboard: server-rendered pages under /app on the services the API routes call, signed in
  * with a session cookie (session.ts). Kept out of the OpenAPI document: it is not an API.
  */
-export function dashboardModule(ctx: AppContext) {
-  const service = dashboardService(ctx)
-  const resolver = credentialResolver(ctx)
+export function dashboardModule(
+  ctx: AppContext,
+  { service, resolver }: { service: DashboardService; resolver: CredentialResolver },
+) {
   const { config } = ctx
+  // Read from disk on the first asset request, then served from memory.
+  let assets: Promise<Map<string, Asset>> | undefined
+  const loadedAssets = () => {
+    assets ??= loadAssets()
+    return assets
+  }
 
   /** The tokens page with the caller's live tokens; `mayCreate` follows the create permission. */
   async function renderTokensPage(
@@ -179,11 +183,11 @@ export function dashboardModule(ctx: AppContext) {
     .onTransform(({ set }) => {
       Object.assign(set.headers, PAGE_HEADERS)
     })
-    .use(dashboardSessionPlugin(ctx))
+    .use(dashboardSessionPlugin(ctx, resolver))
     .get(
       '/assets/:file',
       async ({ params, request, set, status }) => {
-        const asset: Asset | undefined = (await dashboardAssets(ctx)).get(params.file)
+        const asset: Asset | undefined = (await loadedAssets()).get(params.file)
         if (!asset) return status(404, renderErrorPage(404, 'no such file'))
         const headers = {
           ...(set.headers as Record<string, string>),

@@ -1,21 +1,19 @@
 import type { TSchema } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
-import type { AppContext } from '../../context'
 import { errors } from '../../lib/errors'
-import { perContext } from '../../lib/memo'
 import { allows } from '../../plugins/auth'
 import type { Principal } from '../auth/credentials'
-import { identityService } from '../auth/service'
+import type { IdentityService } from '../auth/service'
 import { LogsQuery, type SourceHealth } from '../delivery-logs/model'
-import { deliveryLogsService } from '../delivery-logs/service'
+import type { DeliveryLogsService } from '../delivery-logs/service'
 import { LeadExportQuery, LeadListQuery, UpdateLeadBody } from '../leads/model'
-import { leadsService } from '../leads/service'
+import type { LeadsService } from '../leads/service'
 import { AddMemberRequest, ChangeRoleRequest } from '../members/model'
-import { membersService } from '../members/service'
+import type { MembersService } from '../members/service'
 import { CreatePatRequest } from '../pat/model'
-import { patService } from '../pat/service'
+import type { PatService } from '../pat/service'
 import { RegenerateKeyBody, type SourceRecord, UpdateSourceBody } from '../sources/model'
-import { sourcesService } from '../sources/service'
+import type { SourcesService } from '../sources/service'
 import { PAGE_ACCESS } from './access'
 import type { LeadForm, LeadsPageQuery, LogsPageQuery, SourceForm } from './model'
 
@@ -75,28 +73,38 @@ export function formatFieldMapping(mapping: Record<string, string>): string {
  * a requirement the page itself does not (health on the sources page) are made only for a
  * principal the matching API route would allow.
  */
+/** The API's services the pages call: a page does exactly what its API route does. */
+export interface DashboardServices {
+  identity: IdentityService
+  deliveryLogs: DeliveryLogsService
+  leads: LeadsService
+  members: MembersService
+  pat: PatService
+  sources: SourcesService
+}
+
 export class DashboardService {
-  constructor(private readonly ctx: AppContext) {}
+  constructor(private readonly services: DashboardServices) {}
 
   signIn(email: string, password: string) {
-    return identityService(this.ctx).login({ email, password })
+    return this.services.identity.login({ email, password })
   }
 
   signUp(input: { email: string; password: string; organization_name: string }) {
-    return identityService(this.ctx).signup(input)
+    return this.services.identity.signup(input)
   }
 
   signOut(principal: Principal) {
-    return identityService(this.ctx).logout(principal)
+    return this.services.identity.logout(principal)
   }
 
   async sources(principal: Principal, cursor: string | undefined) {
-    const page = await sourcesService(this.ctx).list(principal.organizationId, {
+    const page = await this.services.sources.list(principal.organizationId, {
       limit: SOURCES_PAGE_SIZE,
       cursor,
     })
     const withHealth = allows(principal, PAGE_ACCESS.health)
-    const logs = deliveryLogsService(this.ctx)
+    const logs = this.services.deliveryLogs
     const summaries: SourceSummary[] = await Promise.all(
       page.data.map(async (source) => ({
         source,
@@ -107,13 +115,13 @@ export class DashboardService {
   }
 
   createSource(principal: Principal, name: string) {
-    return sourcesService(this.ctx).create(principal.organizationId, { name })
+    return this.services.sources.create(principal.organizationId, { name })
   }
 
   async source(principal: Principal, id: string) {
-    const source = await sourcesService(this.ctx).get(principal.organizationId, id)
+    const source = await this.services.sources.get(principal.organizationId, id)
     const health = allows(principal, PAGE_ACCESS.health)
-      ? await deliveryLogsService(this.ctx).health(principal.organizationId, id)
+      ? await this.services.deliveryLogs.health(principal.organizationId, id)
       : null
     return { source, health }
   }
@@ -128,16 +136,16 @@ export class DashboardService {
       field_mapping: parseFieldMapping(form.field_mapping),
       default_country: form.default_country?.trim() ? form.default_country.trim() : null,
     })
-    return sourcesService(this.ctx).update(principal.organizationId, id, body)
+    return this.services.sources.update(principal.organizationId, id, body)
   }
 
   regenerateKey(principal: Principal, id: string, graceSeconds: string | undefined) {
     const body = checkAgainst(RegenerateKeyBody, { grace_seconds: Number(graceSeconds ?? 0) })
-    return sourcesService(this.ctx).regenerateKey(principal.organizationId, id, body?.grace_seconds ?? 0)
+    return this.services.sources.regenerateKey(principal.organizationId, id, body?.grace_seconds ?? 0)
   }
 
   async logs(principal: Principal, sourceId: string, query: LogsPageQuery) {
-    const source = await sourcesService(this.ctx).get(principal.organizationId, sourceId)
+    const source = await this.services.sources.get(principal.organizationId, sourceId)
     const filters = checkAgainst(LogsQuery, {
       limit: LOGS_PAGE_SIZE,
       ...(query.outcome ? { outcome: query.outcome } : {}),
@@ -146,13 +154,13 @@ export class DashboardService {
       ...(query.until ? { until: toIsoInstant(query.until) } : {}),
       ...(query.cursor ? { cursor: query.cursor } : {}),
     })
-    const page = await deliveryLogsService(this.ctx).list(principal.organizationId, sourceId, filters)
+    const page = await this.services.deliveryLogs.list(principal.organizationId, sourceId, filters)
     return { source, page }
   }
 
   async logEntry(principal: Principal, sourceId: string, logId: string) {
-    const source = await sourcesService(this.ctx).get(principal.organizationId, sourceId)
-    const entry = await deliveryLogsService(this.ctx).get(principal.organizationId, sourceId, logId)
+    const source = await this.services.sources.get(principal.organizationId, sourceId)
+    const entry = await this.services.deliveryLogs.get(principal.organizationId, sourceId, logId)
     return { source, entry }
   }
 
@@ -163,11 +171,11 @@ export class DashboardService {
       ...(query.source_id ? { source_id: query.source_id } : {}),
       ...(query.cursor ? { cursor: query.cursor } : {}),
     })
-    return leadsService(this.ctx).list(principal.organizationId, filters)
+    return this.services.leads.list(principal.organizationId, filters)
   }
 
   lead(principal: Principal, id: string) {
-    return leadsService(this.ctx).get(principal.organizationId, id)
+    return this.services.leads.get(principal.organizationId, id)
   }
 
   /**
@@ -183,11 +191,11 @@ export class DashboardService {
       status: form.status ?? null,
       custom_fields: parseCustomFields(form.custom_fields),
     })
-    return leadsService(this.ctx).update(principal.organizationId, id, body)
+    return this.services.leads.update(principal.organizationId, id, body)
   }
 
   deleteLead(principal: Principal, id: string) {
-    return leadsService(this.ctx).remove(principal.organizationId, id)
+    return this.services.leads.remove(principal.organizationId, id)
   }
 
   exportLeads(principal: Principal, query: LeadsPageQuery) {
@@ -195,15 +203,15 @@ export class DashboardService {
       ...(query.q?.trim() ? { q: query.q.trim() } : {}),
       ...(query.source_id ? { source_id: query.source_id } : {}),
     })
-    return leadsService(this.ctx).exportCsv(principal.organizationId, filters)
+    return this.services.leads.exportCsv(principal.organizationId, filters)
   }
 
   deleteSource(principal: Principal, id: string) {
-    return sourcesService(this.ctx).remove(principal.organizationId, id)
+    return this.services.sources.remove(principal.organizationId, id)
   }
 
   tokens(principal: Principal) {
-    return patService(this.ctx).list(principal, { limit: 200 })
+    return this.services.pat.list(principal, { limit: 200 })
   }
 
   createToken(
@@ -216,31 +224,31 @@ export class DashboardService {
       scopes,
       ...(form.expires_in_days ? { expires_in_days: Number(form.expires_in_days) } : {}),
     })
-    return patService(this.ctx).create(principal, input)
+    return this.services.pat.create(principal, input)
   }
 
   revokeToken(principal: Principal, tokenId: string) {
-    return patService(this.ctx).revoke(principal, tokenId)
+    return this.services.pat.revoke(principal, tokenId)
   }
 
   members(principal: Principal) {
-    return membersService(this.ctx).list(principal, { limit: 200 })
+    return this.services.members.list(principal, { limit: 200 })
   }
 
   member(principal: Principal, userId: string) {
-    return membersService(this.ctx).get(principal, userId)
+    return this.services.members.get(principal, userId)
   }
 
   async changeMemberRole(principal: Principal, userId: string, role: string) {
     const { role: checked } = checkAgainst(ChangeRoleRequest, { role })
     // The API's path schema refuses an id that is not a UUID; here it is what it means: no member.
     await this.member(principal, userId)
-    return membersService(this.ctx).changeRole(principal, userId, checked)
+    return this.services.members.changeRole(principal, userId, checked)
   }
 
   async removeMember(principal: Principal, userId: string) {
     const member = await this.member(principal, userId)
-    await membersService(this.ctx).remove(principal, userId)
+    await this.services.members.remove(principal, userId)
     return member
   }
 
@@ -250,7 +258,7 @@ export class DashboardService {
       password: form.password,
       role: form.role,
     })
-    return membersService(this.ctx).add(principal, input)
+    return this.services.members.add(principal, input)
   }
 }
 
@@ -271,5 +279,3 @@ function toIsoInstant(text: string): string {
   const value = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}$/.test(text) ? `${text}:00Z` : text
   return value
 }
-
-export const dashboardService = perContext((ctx: AppContext) => new DashboardService(ctx))

@@ -3,9 +3,13 @@ import { Elysia } from 'elysia'
 import type { AppContext } from '../../context'
 import { AppError } from '../../lib/errors'
 import { cookieValue } from '../../lib/http'
-import { perContext } from '../../lib/memo'
-import { type AuthRequirement, authorize, credentialResolver } from '../../plugins/auth'
-import { type Principal, SESSION_ABSOLUTE_MS, SESSION_COOKIE } from '../auth/credentials'
+import { type AuthRequirement, authorize } from '../../plugins/auth'
+import {
+  type CredentialResolver,
+  type Principal,
+  SESSION_ABSOLUTE_MS,
+  SESSION_COOKIE,
+} from '../auth/credentials'
 import { renderErrorPage } from './views/layout'
 
 /**
@@ -134,8 +138,7 @@ export interface PageSession {
  * feature: a 403 page. A state-changing request without the right Origin and CSRF token: a 403
  * page, before the handler runs.
  */
-export const dashboardSessionPlugin = perContext((ctx: AppContext) => {
-  const resolver = credentialResolver(ctx)
+export function dashboardSessionPlugin(ctx: AppContext, resolver: CredentialResolver) {
   return new Elysia({ name: 'dashboard-session' }).macro({
     page: (requirement: AuthRequirement | true) => ({
       async resolve({ request, body, path, set, status }) {
@@ -164,4 +167,4 @@ export const dashboardSessionPlugin = perContext((ctx: AppContext) => {
       },
     }),
   })
-})
+}

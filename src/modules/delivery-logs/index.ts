@@ -1,9 +1,8 @@
 import { Elysia } from 'elysia'
-import type { AppContext } from '../../context'
 import { ErrorBody, managementErrors } from '../../lib/schemas'
-import { authPlugin } from '../../plugins/auth'
+import type { AuthPlugin } from '../../plugins/auth'
 import { LogEntryWithBody, LogPage, LogParams, LogsQuery, SourceHealth, SourceParams } from './model'
-import { deliveryLogsService, HEALTH_STATUS_DESCRIPTION } from './service'
+import { type DeliveryLogsService, HEALTH_STATUS_DESCRIPTION } from './service'
 
 const INTEGRATIONS = { permission: 'settings.integrations', feature: 'integrations' } as const
 /** The requirement of every logs and health route, for the dashboard's pages. */
@@ -19,10 +18,9 @@ const ACCESS =
  * Delivery logs and 24-hour health of a source (DESIGN §8). Mounted beside the sources routes under
  * the same prefix; the logs themselves are written by the inbound module.
  */
-export function deliveryLogsModule(ctx: AppContext) {
-  const service = deliveryLogsService(ctx)
+export function deliveryLogsModule(service: DeliveryLogsService, authPlugin: AuthPlugin) {
   return new Elysia({ name: 'delivery-logs', prefix: '/api/webhook/sources' })
-    .use(authPlugin(ctx))
+    .use(authPlugin)
     .get(
       '/:id/logs',
       ({ params, query, principal }) => service.list(principal.organizationId, params.id, query),

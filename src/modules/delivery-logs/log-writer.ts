@@ -1,11 +1,12 @@
 import { sql } from 'drizzle-orm'
 import type { AppContext } from '../../context'
+import { sqlRows } from '../../db/rows'
 import { newId } from '../../lib/ids'
 import type { Outcome } from './model'
 
 /**
  * A delivery-log entry for an inbound request that stored no lead (the entry of a stored lead is
- * written with it by ingest_leads()).
+ * written with it by ingest_leads(), drizzle/functions/ingest_leads.sql).
  */
 export interface DeliveryLogEntry {
   sourceId: string
@@ -33,7 +34,10 @@ export type RequestFacts = Pick<
   'receivedAt' | 'clientIp' | 'origin' | 'userAgent' | 'bodyBytes' | 'body' | 'bodyTruncated' | 'durationMs'
 >
 
-/** The request's facts as the SQL functions ingest_leads() and log_deliveries() read them. */
+/**
+ * The request's facts as the SQL functions ingest_leads() and log_deliveries() read them
+ * (drizzle/functions/ingest_leads.sql, log_deliveries.sql).
+ */
 export function requestColumns(facts: RequestFacts) {
   return {
     received_at: facts.receivedAt.toISOString(),
@@ -50,7 +54,8 @@ export type RequestColumns = ReturnType<typeof requestColumns>
 
 /**
  * Writes delivery-log entries that store no lead: refusals, spam, missing contacts and the counted
- * floods of the rejection aggregator. Several entries go in one statement; log_deliveries() skips
+ * floods of the rejection aggregator. Several entries go in one statement; log_deliveries()
+ * (drizzle/functions/log_deliveries.sql) skips
  * those whose source was deleted meanwhile (it holds each source while writing, so an entry is
  * never left without its source).
  */
@@ -71,6 +76,8 @@ export class DeliveryLogWriter {
       repeat_count: entry.repeatCount ?? 1,
       ...requestColumns(entry),
     }))
-    await this.ctx.db.execute(sql`select log_deliveries(${JSON.stringify(items)}::jsonb) as written`)
+    // A function call: a `sql` template through sqlRows (docs/architecture.md "Speaking SQL"). Not on
+    // the accepted path (refusals, spam, floods counted once a second), so not a prepared statement.
+    await sqlRows(this.ctx.db, sql`select log_deliveries(${JSON.stringify(items)}::jsonb) as written`)
   }
 }

@@ -1,4 +1,7 @@
+import { and, eq, type SQL, sql } from 'drizzle-orm'
 import type { AppContext } from '../../context'
+import { sqlRows } from '../../db/rows'
+import { webhookSources } from '../../db/schema'
 import type { Outcome } from './model'
 
 /**
@@ -7,7 +10,7 @@ import type { Outcome } from './model'
  * both halves of the health view bucket alike.
  */
 export const LATENCY_BUCKET_SQL = (column: string) =>
-  `least(greatest(ceil(8 * ln(greatest(${column}, 0.01)::float8) / ln(2::float8)), -53), 136)::int`
+  sql`least(greatest(ceil(8 * ln(greatest(${sql.identifier(column)}, 0.01)::float8) / ln(2::float8)), -53), 136)::int`
 
 /** Upper bound (ms) of a latency bucket. */
 export function bucketUpperBoundMs(bucket: number): number {
@@ -34,7 +37,7 @@ export interface LogRow {
 }
 
 // Casts keep the row shape identical on postgres.js and PGlite (no bigint/float4/Date surprises).
-const ENTRY_COLUMNS = `id::text AS id,
+const ENTRY_COLUMNS = sql`id::text AS id,
   to_char(received_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS received_at_text,
   method, http_status::int AS http_status, outcome, reason, lead_id::text AS lead_id, client_ip, origin,
   user_agent, body_bytes, body_truncated, spam_reasons, round(duration_ms::numeric, 2)::float8 AS duration_ms,
@@ -74,110 +77,110 @@ export interface RecentRow {
  * it (normally the last few minutes). Exact whatever the job's lag: a lagging job only makes the
  * live part longer.
  */
-const AGGREGATE_SQL = `WITH live AS MATERIALIZED (
+const AGGREGATE_SQL = (sourceId: string, from: string, to: string) => sql`WITH live AS MATERIALIZED (
   SELECT date_trunc('hour', received_at, 'UTC') AS hour, outcome, http_status, coalesce(reason, '') AS reason,
          repeat_count, duration_ms
   FROM delivery_logs
-  WHERE source_id = $1 AND received_at < $3
-    AND received_at >= greatest($2::timestamptz,
-      coalesce((SELECT rolled_until FROM delivery_log_rollup_watermarks WHERE source_id = $1), '-infinity'))
+  WHERE source_id = ${sourceId} AND received_at < ${to}::timestamptz
+    AND received_at >= greatest(${from}::timestamptz,
+      coalesce((SELECT rolled_until FROM delivery_log_rollup_watermarks WHERE source_id = ${sourceId}), '-infinity'))
 )
 SELECT 'count' AS kind, (extract(epoch FROM hour) * 1000)::float8 AS hour_ms, outcome, http_status::int AS http_status,
        reason, NULL::int AS bucket, requests::int AS requests
-FROM delivery_log_hourly WHERE source_id = $1 AND hour >= $2 AND hour < $3
+FROM delivery_log_hourly WHERE source_id = ${sourceId} AND hour >= ${from}::timestamptz AND hour < ${to}::timestamptz
 UNION ALL
 SELECT 'count', (extract(epoch FROM hour) * 1000)::float8, outcome, http_status::int, reason, NULL, sum(repeat_count)::int
 FROM live GROUP BY hour, outcome, http_status, reason
 UNION ALL
 SELECT 'latency', NULL, NULL, NULL, NULL, bucket::int, requests::int
-FROM delivery_log_latency_hourly WHERE source_id = $1 AND hour >= $2 AND hour < $3
+FROM delivery_log_latency_hourly WHERE source_id = ${sourceId} AND hour >= ${from}::timestamptz AND hour < ${to}::timestamptz
 UNION ALL
 SELECT 'latency', NULL, NULL, NULL, NULL, ${LATENCY_BUCKET_SQL('duration_ms')}, sum(repeat_count)::int
 FROM live WHERE http_status <> 429 GROUP BY 6`
 
 // The newest rows of any age: the status rules look at the latest requests.
-const RECENT_SQL = `SELECT outcome, http_status::int AS http_status, reason, repeat_count,
-  (extract(epoch FROM received_at) * 1000)::float8 AS at_ms
-FROM delivery_logs WHERE source_id = $1 ORDER BY received_at DESC, id DESC LIMIT $2`
+const RECENT_SQL = (
+  sourceId: string,
+  limit: number,
+) => sql`SELECT outcome, http_status::int AS http_status, reason,
+  repeat_count, (extract(epoch FROM received_at) * 1000)::float8 AS at_ms
+FROM delivery_logs WHERE source_id = ${sourceId} ORDER BY received_at DESC, id DESC LIMIT ${limit}`
 
 // One index probe per outcome on (source_id, outcome, received_at desc, id desc).
-const LATEST_BY_OUTCOME_SQL = `SELECT o.outcome, l.http_status, l.reason, l.repeat_count, l.at_ms
-FROM unnest($2::text[]) AS o(outcome)
+const LATEST_BY_OUTCOME_SQL = (sourceId: string, outcomes: readonly Outcome[]) => sql`SELECT o.outcome,
+  l.http_status, l.reason, l.repeat_count, l.at_ms
+FROM unnest(${sql.param(outcomes)}::text[]) AS o(outcome)
 CROSS JOIN LATERAL (
   SELECT http_status::int AS http_status, reason, repeat_count,
          (extract(epoch FROM received_at) * 1000)::float8 AS at_ms
-  FROM delivery_logs d WHERE d.source_id = $1 AND d.outcome = o.outcome
+  FROM delivery_logs d WHERE d.source_id = ${sourceId} AND d.outcome = o.outcome
   ORDER BY received_at DESC, id DESC LIMIT 1
 ) l`
 
-const LATEST_PROBLEMS_SQL = `SELECT p.* FROM unnest($2::text[]) AS o(outcome)
+const LATEST_PROBLEMS_SQL = (sourceId: string, outcomes: readonly Outcome[], limit: number) => sql`SELECT p.*
+FROM unnest(${sql.param(outcomes)}::text[]) AS o(outcome)
 CROSS JOIN LATERAL (
   SELECT ${ENTRY_COLUMNS}, received_at AS sort_at FROM delivery_logs d
-  WHERE d.source_id = $1 AND d.outcome = o.outcome
-  ORDER BY received_at DESC, id DESC LIMIT $3
+  WHERE d.source_id = ${sourceId} AND d.outcome = o.outcome
+  ORDER BY received_at DESC, id DESC LIMIT ${limit}
 ) p
-ORDER BY p.sort_at DESC, p.id DESC LIMIT $3`
+ORDER BY p.sort_at DESC, p.id DESC LIMIT ${limit}`
 
+/**
+ * Reads of the delivery logs. The health queries are roll-ups the query builder cannot express
+ * (UNION ALL of hourly tables and a live aggregate, LATERAL probes per outcome): Drizzle `sql`
+ * templates, run through sqlRows. The entry columns are cast in SQL so both drivers return the
+ * same shapes (microsecond timestamps as text for the keyset cursor).
+ */
 export class DeliveryLogsRepository {
   constructor(private readonly ctx: AppContext) {}
 
   async findSource(sourceId: string, organizationId: string): Promise<{ enabled: boolean } | null> {
-    const [row] = await this.ctx.database.query<{ enabled: boolean }>(
-      'SELECT enabled FROM webhook_sources WHERE id = $1 AND organization_id = $2',
-      [sourceId, organizationId],
-    )
+    const [row] = await this.ctx.db
+      .select({ enabled: webhookSources.enabled })
+      .from(webhookSources)
+      .where(and(eq(webhookSources.id, sourceId), eq(webhookSources.organizationId, organizationId)))
     return row ?? null
   }
 
   /** Newest first, keyset on (received_at, id) so every page is one index range scan. */
-  async list(filter: LogFilter): Promise<LogRow[]> {
-    const params: unknown[] = [filter.sourceId]
-    const where = ['source_id = $1']
-    const add = (clause: (placeholder: string) => string, value: unknown) => {
-      params.push(value)
-      where.push(clause(`$${params.length}`))
-    }
-    if (filter.outcome) add((p) => `outcome = ${p}`, filter.outcome)
-    if (filter.status !== undefined) add((p) => `http_status = ${p}`, filter.status)
-    if (filter.since) add((p) => `received_at >= ${p}::timestamptz`, filter.since)
-    if (filter.until) add((p) => `received_at < ${p}::timestamptz`, filter.until)
+  list(filter: LogFilter): Promise<LogRow[]> {
+    const where: SQL[] = [sql`source_id = ${filter.sourceId}`]
+    if (filter.outcome) where.push(sql`outcome = ${filter.outcome}`)
+    if (filter.status !== undefined) where.push(sql`http_status = ${filter.status}`)
+    if (filter.since) where.push(sql`received_at >= ${filter.since}::timestamptz`)
+    if (filter.until) where.push(sql`received_at < ${filter.until}::timestamptz`)
     if (filter.after) {
-      params.push(filter.after.receivedAt, filter.after.id)
-      where.push(`(received_at, id) < ($${params.length - 1}::timestamptz, $${params.length}::uuid)`)
+      where.push(sql`(received_at, id) < (${filter.after.receivedAt}::timestamptz, ${filter.after.id}::uuid)`)
     }
-    params.push(filter.limit)
-    return this.ctx.database.query<LogRow>(
-      `SELECT ${ENTRY_COLUMNS} FROM delivery_logs WHERE ${where.join(' AND ')}
-       ORDER BY received_at DESC, id DESC LIMIT $${params.length}`,
-      params,
+    return sqlRows<LogRow>(
+      this.ctx.db,
+      sql`SELECT ${ENTRY_COLUMNS} FROM delivery_logs WHERE ${sql.join(where, sql` AND `)}
+       ORDER BY received_at DESC, id DESC LIMIT ${filter.limit}`,
     )
   }
 
   async get(sourceId: string, logId: string): Promise<(LogRow & { body: string | null }) | null> {
-    const [row] = await this.ctx.database.query<LogRow & { body: string | null }>(
-      `SELECT ${ENTRY_COLUMNS}, body FROM delivery_logs WHERE source_id = $1 AND id = $2`,
-      [sourceId, logId],
+    const [row] = await sqlRows<LogRow & { body: string | null }>(
+      this.ctx.db,
+      sql`SELECT ${ENTRY_COLUMNS}, body FROM delivery_logs WHERE source_id = ${sourceId} AND id = ${logId}`,
     )
     return row ?? null
   }
 
   aggregates(sourceId: string, from: Date, to: Date): Promise<AggregateRow[]> {
-    return this.ctx.database.query<AggregateRow>(AGGREGATE_SQL, [
-      sourceId,
-      from.toISOString(),
-      to.toISOString(),
-    ])
+    return sqlRows<AggregateRow>(this.ctx.db, AGGREGATE_SQL(sourceId, from.toISOString(), to.toISOString()))
   }
 
   recent(sourceId: string, limit: number): Promise<RecentRow[]> {
-    return this.ctx.database.query<RecentRow>(RECENT_SQL, [sourceId, limit])
+    return sqlRows<RecentRow>(this.ctx.db, RECENT_SQL(sourceId, limit))
   }
 
   latestByOutcome(sourceId: string, outcomes: readonly Outcome[]): Promise<RecentRow[]> {
-    return this.ctx.database.query<RecentRow>(LATEST_BY_OUTCOME_SQL, [sourceId, outcomes])
+    return sqlRows<RecentRow>(this.ctx.db, LATEST_BY_OUTCOME_SQL(sourceId, outcomes))
   }
 
   latestProblems(sourceId: string, outcomes: readonly Outcome[], limit: number): Promise<LogRow[]> {
-    return this.ctx.database.query<LogRow>(LATEST_PROBLEMS_SQL, [sourceId, outcomes, limit])
+    return sqlRows<LogRow>(this.ctx.db, LATEST_PROBLEMS_SQL(sourceId, outcomes, limit))
   }
 }

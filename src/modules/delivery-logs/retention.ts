@@ -1,5 +1,8 @@
+import { type SQL, sql } from 'drizzle-orm'
+import { drizzle } from 'drizzle-orm/postgres-js'
 import postgres from 'postgres'
 import type { AppContext } from '../../context'
+import { sqlRows } from '../../db/rows'
 
 const DAY_MS = 24 * 3_600_000
 export const PURGE_BATCH_SIZE = 5000
@@ -14,7 +17,7 @@ export interface PurgeResult {
   cutoff: string
 }
 
-type Run = (text: string, params: unknown[]) => Promise<Array<Record<string, unknown>>>
+type Run = (query: SQL) => Promise<Array<{ deleted: number }>>
 
 /**
  * Deletes delivery-log entries received before `now - LOG_RETENTION_DAYS`, and roll-up hours that
@@ -30,7 +33,7 @@ export async function purgeExpiredLogs(
 ): Promise<PurgeResult> {
   const cutoff = new Date(now - ctx.config.logRetentionDays * DAY_MS).toISOString()
   if (ctx.database.engine === 'pglite' || !ctx.config.databaseUrl) {
-    const run: Run = (text, params) => ctx.database.query(text, params)
+    const run: Run = (query) => sqlRows(ctx.db, query)
     return { ran: true, cutoff, ...(await purge(ctx, run, cutoff, options)) }
   }
   const client = postgres(ctx.config.databaseUrl, {
@@ -40,16 +43,21 @@ export async function purgeExpiredLogs(
     connection: { application_name: 'lead-capture-retention' },
   })
   try {
-    const [lock] = await client`SELECT pg_try_advisory_lock(${PURGE_LOCK_ID}) AS locked`
+    // Its own connection, so the session lock and the batches share it.
+    const db = drizzle(client)
+    const [lock] = await sqlRows<{ locked: boolean }>(
+      db,
+      sql`SELECT pg_try_advisory_lock(${PURGE_LOCK_ID}) AS locked`,
+    )
     if (!lock?.locked) {
       ctx.logger.debug('log retention: another replica is purging')
       return { ran: false, deletedLogs: 0, deletedRollupRows: 0, cutoff }
     }
     try {
-      const run: Run = async (text, params) => [...(await client.unsafe(text, params as never[]))]
+      const run: Run = (query) => sqlRows(db, query)
       return { ran: true, cutoff, ...(await purge(ctx, run, cutoff, options)) }
     } finally {
-      await client`SELECT pg_advisory_unlock(${PURGE_LOCK_ID})`
+      await db.execute(sql`SELECT pg_advisory_unlock(${PURGE_LOCK_ID})`)
     }
   } finally {
     await client.end({ timeout: 5 })
@@ -61,12 +69,11 @@ async function purge(ctx: AppContext, run: Run, cutoff: string, options: { shoul
   let deletedLogs = 0
   for (let batch = 1; !options.shouldStop?.(); batch++) {
     const [row] = await run(
-      `WITH gone AS (
+      sql`WITH gone AS (
          DELETE FROM delivery_logs WHERE id IN (
-           SELECT id FROM delivery_logs WHERE received_at < $1::timestamptz LIMIT ${PURGE_BATCH_SIZE})
+           SELECT id FROM delivery_logs WHERE received_at < ${cutoff}::timestamptz LIMIT ${PURGE_BATCH_SIZE})
          RETURNING 1)
        SELECT count(*)::int AS deleted FROM gone`,
-      [cutoff],
     )
     const deleted = Number(row?.deleted ?? 0)
     deletedLogs += deleted
@@ -76,11 +83,10 @@ async function purge(ctx: AppContext, run: Run, cutoff: string, options: { shoul
     if (deleted < PURGE_BATCH_SIZE) break
   }
   let deletedRollupRows = 0
-  for (const table of ['delivery_log_hourly', 'delivery_log_latency_hourly']) {
+  for (const table of [sql`delivery_log_hourly`, sql`delivery_log_latency_hourly`]) {
     const [row] = await run(
-      `WITH gone AS (DELETE FROM ${table} WHERE hour < date_trunc('hour', $1::timestamptz, 'UTC') RETURNING 1)
+      sql`WITH gone AS (DELETE FROM ${table} WHERE hour < date_trunc('hour', ${cutoff}::timestamptz, 'UTC') RETURNING 1)
        SELECT count(*)::int AS deleted FROM gone`,
-      [cutoff],
     )
     deletedRollupRows += Number(row?.deleted ?? 0)
   }

@@ -1,5 +1,6 @@
 import { sql } from 'drizzle-orm'
 import type { AppContext } from '../../context'
+import { sqlRows } from '../../db/rows'
 import { LATENCY_BUCKET_SQL } from './repository'
 
 /**
@@ -43,7 +44,7 @@ WITH bounds AS (
   RETURNING source_id
 ), latency AS (
   INSERT INTO delivery_log_latency_hourly AS h (source_id, hour, bucket, requests)
-  SELECT source_id, hour, ${sql.raw(LATENCY_BUCKET_SQL('duration_ms'))}, sum(repeat_count) FROM fresh
+  SELECT source_id, hour, ${LATENCY_BUCKET_SQL('duration_ms')}, sum(repeat_count) FROM fresh
   WHERE http_status <> 429
   GROUP BY 1, 2, 3
   ON CONFLICT (source_id, hour, bucket) DO UPDATE SET requests = h.requests + excluded.requests
@@ -57,11 +58,6 @@ WITH bounds AS (
 SELECT (SELECT count(*) FROM fresh)::int AS log_rows, (SELECT count(*) FROM marks)::int AS sources,
        (SELECT count(*) FROM latency)::int AS latency_rows`
 
-/** postgres.js returns the rows themselves, PGlite an object with `rows`. */
-export function rowsOf<Row>(result: unknown): Row[] {
-  return (Array.isArray(result) ? result : (result as { rows: Row[] }).rows) as Row[]
-}
-
 export interface RollupResult {
   ran: boolean
   logRows: number
@@ -72,11 +68,12 @@ export async function rollupDeliveryLogs(ctx: AppContext, now = ctx.clock.now())
   const target = new Date(now - ROLLUP_DELAY_MS).toISOString()
   const started = performance.now()
   const result = await ctx.db.transaction(async (tx) => {
-    const [lock] = rowsOf<{ locked: boolean }>(
-      await tx.execute(sql`SELECT pg_try_advisory_xact_lock(${ROLLUP_LOCK_ID}) AS locked`),
+    const [lock] = await sqlRows<{ locked: boolean }>(
+      tx,
+      sql`SELECT pg_try_advisory_xact_lock(${ROLLUP_LOCK_ID}) AS locked`,
     )
     if (!lock?.locked) return { ran: false, logRows: 0, sources: 0 }
-    const [row] = rowsOf<{ log_rows: number; sources: number }>(await tx.execute(ROLLUP_SQL(target)))
+    const [row] = await sqlRows<{ log_rows: number; sources: number }>(tx, ROLLUP_SQL(target))
     return { ran: true, logRows: row?.log_rows ?? 0, sources: row?.sources ?? 0 }
   })
   if (result.ran && result.logRows > 0) {

@@ -1,7 +1,6 @@
 import type { AppContext } from '../../context'
 import { type CursorPosition, decodeCursor, MICROSECOND_INSTANT, pageOf } from '../../lib/cursor'
 import { AppError } from '../../lib/errors'
-import { perContext } from '../../lib/memo'
 import { DEFAULT_PAGE_SIZE } from '../../lib/schemas'
 import { maskSecretsInText } from '../../lib/secrets'
 import { foldAggregates, HOUR_MS } from './health-fold'
@@ -210,5 +209,3 @@ export function healthStatus(input: {
   if ((input.successRate ?? 1) < STATUS_RULES.degradedBelow || latest[0] === true) return 'degraded'
   return 'healthy'
 }
-
-export const deliveryLogsService = perContext((ctx: AppContext) => new DeliveryLogsService(ctx))

@@ -1,7 +1,7 @@
 import type { AppContext } from '../../context'
 import { isDatabaseUnavailable } from '../../lib/errors'
 import type { RequestFacts } from '../delivery-logs/log-writer'
-import { deliverySignal } from '../webhook-endpoints/signal'
+import type { DeliverySignal } from '../webhook-endpoints/signal'
 import type { NormalizedLead } from './normalize'
 import { type InboundRepository, type IngestItem, type IngestRow, ingestItem } from './repository'
 
@@ -42,7 +42,8 @@ function dedupKeys(item: IngestItem): string[] {
 
 /**
  * Group commit of accepted leads (docs/architecture.md). Leads that arrive in the same event-loop
- * turn, or while every connection is busy, are written together by one ingest_leads() call: under
+ * turn, or while every connection is busy, are written together by one ingest_leads() call
+ * (drizzle/functions/ingest_leads.sql): under
  * load that is one round trip and one commit for many requests, and for a lone request it is a
  * single call with no added wait. Each lead's promise resolves after the commit.
  */
@@ -57,6 +58,7 @@ export class GroupCommitWriter {
   constructor(
     private readonly ctx: AppContext,
     private readonly repository: InboundRepository,
+    private readonly signal: DeliverySignal,
   ) {
     // As many groups in flight as the pool has connections; PGlite has one.
     this.maxInFlight = ctx.database.engine === 'pglite' ? 1 : ctx.config.databasePoolSize
@@ -148,7 +150,7 @@ export class GroupCommitWriter {
     }
     // The group's webhook events (if its organization has endpoints) are committed: this replica's
     // worker sends them at once.
-    if (rows[0]?.webhook_events) deliverySignal(this.ctx).wake()
+    if (rows[0]?.webhook_events) this.signal.wake()
     const answered = new Set<number>()
     for (const row of rows) {
       answered.add(row.idx)

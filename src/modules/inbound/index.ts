@@ -10,15 +10,14 @@ import {
   inboundRequestBody,
   RateLimitedBody,
 } from './model'
-import { inboundService } from './service'
+import type { InboundService } from './service'
 
 /**
  * The webhook URL. Authenticated only by the source key in the path (spec §5); answers browsers
  * (CORS) and servers alike. The body is read by the service itself (`parse: 'none'`) so that no
  * more than 100 KB is ever buffered.
  */
-export function inboundModule(ctx: AppContext) {
-  const service = inboundService(ctx)
+export function inboundModule(ctx: AppContext, service: InboundService) {
   return new Elysia({ name: 'inbound', prefix: '/api/webhook/lead' })
     .post(
       '/:api_key',

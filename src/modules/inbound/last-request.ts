@@ -1,10 +1,9 @@
+import { sql } from 'drizzle-orm'
 import type { AppContext } from '../../context'
+import { sqlRows } from '../../db/rows'
 import { CoalescingBuffer } from '../../lib/coalescing-buffer'
 
 const FLUSH_INTERVAL_MS = 5000
-const UPDATE_SQL = `update webhook_sources s set last_request_at = v.at
-  from (select unnest($1::uuid[]) as id, unnest($2::timestamptz[]) as at) v
-  where s.id = v.id and (s.last_request_at is null or s.last_request_at < v.at)`
 
 /**
  * webhook_sources.last_request_at, kept to within FLUSH_INTERVAL_MS without touching the source row
@@ -16,14 +15,20 @@ export class LastRequestRecorder {
   private readonly latest: CoalescingBuffer<number>
 
   constructor(ctx: AppContext) {
-    this.latest = new CoalescingBuffer<number>(ctx, {
+    this.latest = new CoalescingBuffer<number>({
       intervalMs: FLUSH_INTERVAL_MS,
       merge: Math.max,
+      // A set-based update (one row per source): a `sql` template, not the builder
+      // (docs/architecture.md "Speaking SQL"); the pairs travel as one JSON parameter. Once per
+      // interval, so not a prepared hot statement.
       write: async (batch) => {
-        await ctx.database.query(UPDATE_SQL, [
-          `{${[...batch.keys()].join(',')}}`,
-          `{${[...batch.values()].map((at) => `"${new Date(at).toISOString()}"`).join(',')}}`,
-        ])
+        const latest = [...batch].map(([id, at]) => ({ id, at: new Date(at).toISOString() }))
+        await sqlRows(
+          ctx.db,
+          sql`update webhook_sources s set last_request_at = v.at
+            from jsonb_to_recordset(${JSON.stringify(latest)}::jsonb) as v(id uuid, at timestamptz)
+            where s.id = v.id and (s.last_request_at is null or s.last_request_at < v.at)`,
+        )
       },
       // Kept for the next interval; a newer time noted meanwhile wins.
       onWriteError: (error, sources) =>

@@ -21,7 +21,7 @@ export class RejectionAggregator {
   private readonly groups: CoalescingBuffer<PendingGroup>
 
   constructor(ctx: AppContext, deliveryLogs: DeliveryLogWriter) {
-    this.groups = new CoalescingBuffer<PendingGroup>(ctx, {
+    this.groups = new CoalescingBuffer<PendingGroup>({
       intervalMs: FLUSH_INTERVAL_MS,
       merge: (first, next) => ({ entry: first.entry, count: first.count + next.count }),
       write: (batch) =>

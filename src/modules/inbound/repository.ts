@@ -4,7 +4,10 @@ import { type RequestColumns, type RequestFacts, requestColumns } from '../deliv
 import type { Outcome } from '../delivery-logs/model'
 import type { NormalizedLead } from './normalize'
 
-/** One accepted lead as ingest_leads() reads it: the lead, its dedup keys, its delivery-log entry. */
+/**
+ * One accepted lead as ingest_leads() (drizzle/functions/ingest_leads.sql) reads it: the lead, its
+ * dedup keys, its delivery-log entry.
+ */
 export interface IngestItem extends RequestColumns {
   /** Its position in the group, set when the group is written; rows come back with it. */
   idx: number
@@ -57,9 +60,11 @@ export function ingestItem(
 }
 
 /**
- * The hot path's one statement, as raw text on purpose: it is sent as-is and prepared once per
- * connection (DatabaseHandle.query), with none of the query building that Drizzle's `sql` template
- * does per call. It is the only raw statement of the inbound path.
+ * The hot path's one statement, as raw text on purpose (the one exception to docs/architecture.md
+ * "Speaking SQL"): it is sent as-is and prepared once per connection (DatabaseHandle.query), where
+ * Drizzle's `sql` template builds the query and sends an unnamed statement that PostgreSQL parses
+ * on every call. Its one parameter is JSON text, a scalar, so with DATABASE_DRIVER=bun-sql it runs
+ * on Bun.sql (src/db/bun-sql.ts). The function it calls: drizzle/functions/ingest_leads.sql.
  */
 const INGEST_SQL = 'select idx, lead_id, outcome, webhook_events from ingest_leads($1::jsonb)'
 

@@ -1,22 +1,20 @@
 import type { AppContext } from '../../context'
 import { AppError, errors } from '../../lib/errors'
-import { type InputGuard, inputGuard, PayloadTooLargeError } from '../../lib/input-guard'
+import type { RequestRegistry } from '../../lib/http'
+import { type InputGuard, PayloadTooLargeError } from '../../lib/input-guard'
 import { ipInRanges } from '../../lib/ip'
-import { perContext } from '../../lib/memo'
-import { checkRateLimit, platformRule, type RateLimitRule, WINDOW_MS } from '../../lib/rate-limit'
+import { platformRule, type RateLimitCheck, type RateLimitRule, WINDOW_MS } from '../../lib/rate-limit'
 import { digestSecret, isWellFormedSecret } from '../../lib/secrets'
-import { requestRegistry } from '../../plugins/request-context'
-import { type DeliveryLogEntry, DeliveryLogWriter } from '../delivery-logs/log-writer'
-import { type CachedSource, sourceCache } from '../sources/source-cache'
+import type { DeliveryLogEntry, DeliveryLogWriter } from '../delivery-logs/log-writer'
+import type { CachedSource, SourceCache } from '../sources/source-cache'
 import { bodyForLog, isJsonContentType, readLimitedBody } from './body'
 import { CORS_GRANT_HEADERS, checkDomain, corsHeaders, preflightHeaders } from './cors'
-import { GroupCommitWriter, SourceGoneError } from './group-commit'
-import { LastRequestRecorder } from './last-request'
+import { type GroupCommitWriter, SourceGoneError } from './group-commit'
+import type { LastRequestRecorder } from './last-request'
 import type { InboundOutcomeBody } from './model'
 import { type NormalizedLead, normalizeLead } from './normalize'
 import { isPhoneField, scrubBody, scrubNullableText, scrubText } from './redact'
-import { RejectionAggregator } from './rejection-aggregator'
-import { InboundRepository } from './repository'
+import type { RejectionAggregator } from './rejection-aggregator'
 import { spamReasons } from './spam'
 
 /** Spec §8: 60 requests per minute per source key, `Retry-After: 60` when exceeded. */
@@ -77,16 +75,38 @@ export class InboundService {
   readonly deliveryLogs: DeliveryLogWriter
   readonly rejections: RejectionAggregator
   readonly lastRequests: LastRequestRecorder
-  private readonly registry
+  private readonly registry: RequestRegistry
   private readonly guard: InputGuard
+  private readonly sources: SourceCache
+  private readonly checkLimit: RateLimitCheck
 
-  constructor(private readonly ctx: AppContext) {
-    this.guard = inputGuard(ctx)
-    this.writer = new GroupCommitWriter(ctx, new InboundRepository(ctx))
-    this.deliveryLogs = new DeliveryLogWriter(ctx)
-    this.rejections = new RejectionAggregator(ctx, this.deliveryLogs)
-    this.lastRequests = new LastRequestRecorder(ctx)
-    this.registry = requestRegistry(ctx)
+  /**
+   * Every collaborator is built by buildServices (src/services.ts) and passed in: the writers are
+   * the replica's own (one group-commit queue, one set of write-behind buffers), the registry is
+   * the one the plugins fill and the error handler reads, the limit check is the one the
+   * management plugin uses.
+   */
+  constructor(
+    private readonly ctx: AppContext,
+    deps: {
+      guard: InputGuard
+      registry: RequestRegistry
+      sources: SourceCache
+      checkLimit: RateLimitCheck
+      writer: GroupCommitWriter
+      deliveryLogs: DeliveryLogWriter
+      rejections: RejectionAggregator
+      lastRequests: LastRequestRecorder
+    },
+  ) {
+    this.guard = deps.guard
+    this.registry = deps.registry
+    this.sources = deps.sources
+    this.checkLimit = deps.checkLimit
+    this.writer = deps.writer
+    this.deliveryLogs = deps.deliveryLogs
+    this.rejections = deps.rejections
+    this.lastRequests = deps.lastRequests
   }
 
   /** POST: the pipeline, step by step; every refusal after the source is found is logged. */
@@ -174,7 +194,7 @@ export class InboundService {
   ): Promise<{ source: CachedSource; refusal: AppError | null }> {
     const { source, keyDigest } = await this.resolveSource(call, clientIp)
     Object.assign(call.headers, corsHeaders(source, call.request.headers.get('origin')))
-    const limit = await checkRateLimit(this.ctx, [platformRule(this.ctx), keyRule(keyDigest)])
+    const limit = await this.checkLimit([platformRule(this.ctx), keyRule(keyDigest)])
     Object.assign(call.headers, limit.headers)
     return { source, refusal: limit.refusal }
   }
@@ -185,7 +205,7 @@ export class InboundService {
    */
   private async resolveSource(call: InboundCall, clientIp: string): Promise<ResolvedSource> {
     const keyDigest = isWellFormedSecret('source_key', call.apiKey) ? digestSecret(call.apiKey) : null
-    const source = keyDigest === null ? null : await sourceCache(this.ctx).findByKeyDigest(keyDigest)
+    const source = keyDigest === null ? null : await this.sources.findByKeyDigest(keyDigest)
     if (keyDigest !== null && source?.enabled) return { source, keyDigest }
     return this.refuseKey(call, clientIp, source)
   }
@@ -197,7 +217,7 @@ export class InboundService {
    */
   private async refuseKey(call: InboundCall, clientIp: string, source: CachedSource | null): Promise<never> {
     Object.assign(call.headers, corsHeaders(source, call.request.headers.get('origin')))
-    const limit = await checkRateLimit(this.ctx, [
+    const limit = await this.checkLimit([
       platformRule(this.ctx),
       { bucket: 'inbound_invalid', key: clientIp, limit: INVALID_KEY_LIMIT_PER_MIN, windowMs: WINDOW_MS },
     ])
@@ -324,7 +344,7 @@ export class InboundService {
     } catch (error) {
       // The source was deleted after this request found it: the key no longer names a webhook.
       if (error instanceof SourceGoneError) {
-        sourceCache(this.ctx).evict(delivery.source.id)
+        this.sources.evict(delivery.source.id)
         throw new AppError('webhook_not_found', UNKNOWN_KEY_MESSAGE)
       }
       throw error
@@ -405,5 +425,3 @@ function entryOf(delivery: Delivery, overrides: Partial<DeliveryLogEntry>): Deli
     ...overrides,
   })
 }
-
-export const inboundService = perContext((ctx: AppContext) => new InboundService(ctx))

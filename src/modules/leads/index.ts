@@ -2,7 +2,7 @@ import { Elysia, t } from 'elysia'
 import type { AppContext } from '../../context'
 import { ErrorBody, managementErrors } from '../../lib/schemas'
 import { rejectUnknownFields } from '../../lib/strict-body'
-import { authPlugin } from '../../plugins/auth'
+import type { AuthPlugin } from '../../plugins/auth'
 import {
   LEAD_CSV_COLUMNS,
   Lead,
@@ -12,7 +12,7 @@ import {
   LeadListQuery,
   UpdateLeadBody,
 } from './model'
-import { leadsService } from './service'
+import type { LeadsService } from './service'
 
 const tags = ['Leads']
 /** The requirements of the leads routes, for the dashboard's pages. */
@@ -32,10 +32,9 @@ export function csvFileName(now: number): string {
 }
 
 /** Stored leads (`/api/v2`, a surface the spec does not list): the controller. */
-export function leadsModule(ctx: AppContext) {
-  const service = leadsService(ctx)
+export function leadsModule(ctx: AppContext, service: LeadsService, authPlugin: AuthPlugin) {
   return new Elysia({ name: 'leads', prefix: '/api/v2/leads' })
-    .use(authPlugin(ctx))
+    .use(authPlugin)
     .get('', ({ principal, query }) => service.list(principal.organizationId, query), {
       auth: LEAD_ACCESS.read,
       query: LeadListQuery,

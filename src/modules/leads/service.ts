@@ -7,7 +7,6 @@ import { csvCell, csvRow } from '../../lib/csv'
 import { creationPosition, decodeCursor, pageOf } from '../../lib/cursor'
 import { AppError, describeError, errors, type ValidationDetail } from '../../lib/errors'
 import { isUuid } from '../../lib/ids'
-import { perContext } from '../../lib/memo'
 import { DEFAULT_PAGE_SIZE } from '../../lib/schemas'
 import {
   CUSTOM_FIELDS_MAX_BYTES,
@@ -53,11 +52,10 @@ export function toLead(row: LeadRow): Lead {
 }
 
 export class LeadsService {
-  private readonly repository: LeadsRepository
-
-  constructor(private readonly ctx: AppContext) {
-    this.repository = new LeadsRepository(ctx)
-  }
+  constructor(
+    private readonly ctx: AppContext,
+    private readonly repository: LeadsRepository = new LeadsRepository(ctx),
+  ) {}
 
   async list(organizationId: string, query: LeadListQuery): Promise<LeadList> {
     const limit = query.limit ?? DEFAULT_PAGE_SIZE
@@ -273,5 +271,3 @@ function checkCustomFields(fields: Record<string, unknown>): ValidationDetail[] 
 function notFound() {
   return errors.notFound('lead')
 }
-
-export const leadsService = perContext((ctx: AppContext) => new LeadsService(ctx))

@@ -1,8 +1,7 @@
 import { Elysia, t } from 'elysia'
-import type { AppContext } from '../../context'
 import { ErrorBody, managementErrors } from '../../lib/schemas'
 import { rejectUnknownFields } from '../../lib/strict-body'
-import { authPlugin } from '../../plugins/auth'
+import type { AuthPlugin } from '../../plugins/auth'
 import {
   AddMemberRequest,
   ChangeRoleRequest,
@@ -11,7 +10,7 @@ import {
   MemberListQuery,
   MemberParams,
 } from './model'
-import { membersService } from './service'
+import type { MembersService } from './service'
 
 const TAGS = ['Members']
 // Members are not one of the spec's integration endpoints: they need the permission only, on every plan.
@@ -20,10 +19,9 @@ const REQUIRES = { permission: 'settings.members' } as const
 export const MEMBER_ACCESS = REQUIRES
 
 /** Users of the caller's organization (DESIGN §4): `settings.members` (owners and admins). */
-export function membersModule(ctx: AppContext) {
-  const service = membersService(ctx)
+export function membersModule(service: MembersService, authPlugin: AuthPlugin) {
   return new Elysia({ name: 'members', prefix: '/api/v2/members' })
-    .use(authPlugin(ctx))
+    .use(authPlugin)
     .get('', ({ principal, query }) => service.list(principal, query), {
       auth: REQUIRES,
       query: MemberListQuery,

@@ -1,4 +1,4 @@
-import { and, count, desc, eq, lt, sql } from 'drizzle-orm'
+import { and, count, desc, eq, lt } from 'drizzle-orm'
 import type { Database } from '../../db/client'
 import { organizations, users } from '../../db/schema'
 import type { Queryable, UserRow } from '../auth/repository'
@@ -23,9 +23,11 @@ export function listMembers(
  * cannot both pass the "another owner remains" check.
  */
 export async function lockOrganization(tx: Queryable, organizationId: string): Promise<void> {
-  await tx.execute(
-    sql`select ${organizations.id} from ${organizations} where ${organizations.id} = ${organizationId} for update`,
-  )
+  await tx
+    .select({ id: organizations.id })
+    .from(organizations)
+    .where(eq(organizations.id, organizationId))
+    .for('update')
 }
 
 export async function countOwners(tx: Queryable, organizationId: string): Promise<number> {

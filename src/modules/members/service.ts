@@ -2,12 +2,11 @@ import type { AppContext } from '../../context'
 import { creationPosition, decodeCursor, pageOf } from '../../lib/cursor'
 import { AppError, errors } from '../../lib/errors'
 import { isUuid } from '../../lib/ids'
-import { perContext } from '../../lib/memo'
 import { effectivePermissions, isRole, PERMISSIONS, ROLE_RANK, type Role } from '../../lib/permissions'
 import { DEFAULT_PAGE_SIZE } from '../../lib/schemas'
 import type { Principal } from '../auth/credentials'
 import { findUserInOrganization, type UserRow } from '../auth/repository'
-import { identityService } from '../auth/service'
+import type { IdentityService } from '../auth/service'
 import type { AddMemberInput, MemberListQueryInput, MemberView } from './model'
 import { countOwners, deleteMember, listMembers, lockOrganization, updateMemberRole } from './repository'
 
@@ -56,7 +55,10 @@ function assertWithinCredential(principal: Principal, role: string, action: stri
  * someone ranked above them, and the last owner can be neither demoted nor removed.
  */
 export class MembersService {
-  constructor(private readonly ctx: AppContext) {}
+  constructor(
+    private readonly ctx: AppContext,
+    private readonly identity: IdentityService,
+  ) {}
 
   async list(principal: Principal, query: MemberListQueryInput) {
     const limit = query.limit ?? DEFAULT_PAGE_SIZE
@@ -77,7 +79,7 @@ export class MembersService {
 
   async add(principal: Principal, input: AddMemberInput): Promise<MemberView> {
     assertWithinCredential(principal, input.role, 'add a member with')
-    const user = await identityService(this.ctx).createUser({
+    const user = await this.identity.createUser({
       organizationId: principal.organizationId,
       email: input.email,
       password: input.password,
@@ -129,5 +131,3 @@ export class MembersService {
     }
   }
 }
-
-export const membersService = perContext((ctx: AppContext) => new MembersService(ctx))

@@ -1,10 +1,9 @@
 import { Elysia, t } from 'elysia'
-import type { AppContext } from '../../context'
 import { ErrorBody, managementErrors } from '../../lib/schemas'
 import { rejectUnknownFields } from '../../lib/strict-body'
-import { authPlugin } from '../../plugins/auth'
+import type { AuthPlugin } from '../../plugins/auth'
 import { CreatedPat, CreatePatRequest, PatList, PatListQuery, PatParams } from './model'
-import { patService } from './service'
+import type { PatService } from './service'
 
 /** The requirements of the token routes, for the dashboard's pages. */
 export const PAT_ACCESS = {
@@ -17,10 +16,9 @@ export const PAT_ACCESS = {
  * Personal access tokens (spec §4.8–4.10, DESIGN §4). Management endpoints: `settings.integrations`
  * and the plan feature `integrations`; creating one needs a session (a PAT cannot mint PATs).
  */
-export function patModule(ctx: AppContext) {
-  const service = patService(ctx)
+export function patModule(service: PatService, authPlugin: AuthPlugin) {
   return new Elysia({ name: 'pat', prefix: '/api/pat' })
-    .use(authPlugin(ctx))
+    .use(authPlugin)
     .post('', async ({ principal, body, status }) => status(201, await service.create(principal, body)), {
       auth: PAT_ACCESS.create,
       body: CreatePatRequest,

@@ -2,7 +2,6 @@ import type { AppContext } from '../../context'
 import { creationPosition, decodeCursor, pageOf } from '../../lib/cursor'
 import { AppError, errors } from '../../lib/errors'
 import { newId } from '../../lib/ids'
-import { perContext } from '../../lib/memo'
 import { requireName } from '../../lib/names'
 import { isScope, SCOPES } from '../../lib/permissions'
 import { DEFAULT_PAGE_SIZE } from '../../lib/schemas'
@@ -111,5 +110,3 @@ function summaryOf(row: PatRow, now: number): PatSummaryView {
     last_used_at: row.lastUsedAt?.toISOString() ?? null,
   }
 }
-
-export const patService = perContext((ctx: AppContext) => new PatService(ctx))

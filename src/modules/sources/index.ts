@@ -1,8 +1,7 @@
 import { Elysia, t } from 'elysia'
-import type { AppContext } from '../../context'
 import { ErrorBody, managementErrors } from '../../lib/schemas'
 import { rejectUnknownFields } from '../../lib/strict-body'
-import { authPlugin } from '../../plugins/auth'
+import type { AuthPlugin } from '../../plugins/auth'
 import {
   CreateSourceBody,
   RegenerateKeyBody,
@@ -13,7 +12,7 @@ import {
   SourceWithKey,
   UpdateSourceBody,
 } from './model'
-import { sourcesService } from './service'
+import type { SourcesService } from './service'
 
 // DESIGN §4: the spec's management endpoints need the permission and the plan feature.
 const auth = { permission: 'settings.integrations', feature: 'integrations' } as const
@@ -31,10 +30,9 @@ const accessNote =
   'Needs the permission `settings.integrations` and a plan with the `integrations` feature. A source of another organization is a 404; an id that is not a UUID is 400 `validation_failed` (docs/api.md).'
 
 /** Webhook sources: the controller. Every change is announced so all replicas see it within 1 s. */
-export function sourcesModule(ctx: AppContext) {
-  const service = sourcesService(ctx)
+export function sourcesModule(service: SourcesService, authPlugin: AuthPlugin) {
   return new Elysia({ name: 'sources', prefix: '/api/webhook/sources' })
-    .use(authPlugin(ctx))
+    .use(authPlugin)
     .get('', ({ principal, query }) => service.list(principal.organizationId, query), {
       auth: endKeys,
       query: SourceListQuery,

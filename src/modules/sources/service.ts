@@ -3,7 +3,6 @@ import type { AppContext } from '../../context'
 import { creationPosition, decodeCursor, pageOf } from '../../lib/cursor'
 import { errors } from '../../lib/errors'
 import { isUuid, newId } from '../../lib/ids'
-import { perContext } from '../../lib/memo'
 import { requireName } from '../../lib/names'
 import { DEFAULT_PAGE_SIZE } from '../../lib/schemas'
 import { digestSecret, generateSecret } from '../../lib/secrets'
@@ -16,7 +15,7 @@ import type {
   UpdateSourceBody,
 } from './model'
 import { type NewSourceRow, type SourceChanges, type SourceRow, SourcesRepository } from './repository'
-import { announceSourceChange } from './source-cache'
+import type { SourceCache } from './source-cache'
 import { validateSourceSettings } from './validation'
 
 /** A freshly issued source key: the plain value leaves the service once, inside the response. */
@@ -68,7 +67,10 @@ function withKey(row: SourceRow, key: IssuedSourceKey): SourceWithKey {
 export class SourcesService {
   private readonly repository: SourcesRepository
 
-  constructor(private readonly ctx: AppContext) {
+  constructor(
+    private readonly ctx: AppContext,
+    private readonly cache: SourceCache,
+  ) {
     this.repository = new SourcesRepository(ctx)
   }
 
@@ -176,7 +178,7 @@ export class SourcesService {
    */
   private async announce(sourceId: string): Promise<void> {
     try {
-      await announceSourceChange(this.ctx, sourceId)
+      await this.cache.announceChange(sourceId)
     } catch (error) {
       this.ctx.logger.error('source change committed but not announced to other replicas', {
         source_id: sourceId,
@@ -189,5 +191,3 @@ export class SourcesService {
 function notFound() {
   return errors.notFound('source')
 }
-
-export const sourcesService = perContext((ctx: AppContext) => new SourcesService(ctx))

@@ -2,7 +2,6 @@ import { and, eq, gt, or, sql } from 'drizzle-orm'
 import type { AppContext } from '../../context'
 import { webhookSources } from '../../db/schema'
 import { type Cidr, parseCidrList } from '../../lib/ip'
-import { perContext } from '../../lib/memo'
 
 /** What the inbound path needs of a source, with allow lists pre-parsed once. */
 export interface CachedSource {
@@ -129,15 +128,13 @@ export class SourceCache {
     this.byDigest.clear()
     this.digestsBySource.clear()
   }
-}
 
-export const sourceCache = perContext((ctx: AppContext) => new SourceCache(ctx))
-
-/**
- * Call after every committed change to a source: evicts it here at once and tells every other
- * replica through NOTIFY.
- */
-export async function announceSourceChange(ctx: AppContext, sourceId: string): Promise<void> {
-  sourceCache(ctx).evict(sourceId)
-  await ctx.database.notify(SOURCE_CHANNEL, sourceId)
+  /**
+   * Call after every committed change to a source: evicts it here at once and tells every other
+   * replica through NOTIFY.
+   */
+  async announceChange(sourceId: string): Promise<void> {
+    this.evict(sourceId)
+    await this.ctx.database.notify(SOURCE_CHANNEL, sourceId)
+  }
 }

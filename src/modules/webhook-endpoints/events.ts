@@ -2,9 +2,8 @@ import { and, eq, gt, inArray, isNull, lte, sql } from 'drizzle-orm'
 import type { AppContext } from '../../context'
 import { personalAccessTokens, users, webhookEndpoints, webhookSources } from '../../db/schema'
 import { newId } from '../../lib/ids'
-import { deliveryLogsService } from '../delivery-logs/service'
-import { webhookEndpointsService } from './service'
-import { deliverySignal } from './signal'
+import type { DeliveryLogsService } from '../delivery-logs/service'
+import type { WebhookEndpointsService } from './service'
 
 /** `pat.expiring` is sent this long before a token expires. */
 export const PAT_EXPIRY_NOTICE_MS = 7 * 24 * 3600_000
@@ -16,9 +15,12 @@ export const PAT_EXPIRY_NOTICE_MS = 7 * 24 * 3600_000
  * UPDATE, so of several replicas only one announces a token (the others wait on its row lock and
  * then find it marked). Returns how many tokens were announced.
  */
-export async function announceExpiringTokens(ctx: AppContext): Promise<number> {
+export async function announceExpiringTokens(
+  ctx: AppContext,
+  service: WebhookEndpointsService,
+): Promise<number> {
   const now = ctx.clock.now()
-  const repository = webhookEndpointsService(ctx).repository
+  const repository = service.repository
   const { announced, queued } = await ctx.db.transaction(async (tx) => {
     const claimed = await tx
       .update(personalAccessTokens)
@@ -65,7 +67,7 @@ export async function announceExpiringTokens(ctx: AppContext): Promise<number> {
     return { announced: claimed.length, queued }
   })
   // Committed: the workers may see the messages now.
-  if (queued > 0) deliverySignal(ctx).wake()
+  if (queued > 0) service.wakeWorkers()
   return announced
 }
 
@@ -77,6 +79,7 @@ export async function announceExpiringTokens(ctx: AppContext): Promise<number> {
  */
 export async function announceSourceStatusChanges(
   ctx: AppContext,
+  { health, service }: { health: DeliveryLogsService; service: WebhookEndpointsService },
   options: { shouldStop?: () => boolean } = {},
 ): Promise<number> {
   const watched = await ctx.db
@@ -96,8 +99,6 @@ export async function announceSourceStatusChanges(
         sql`(${webhookEndpoints.sourceIds} = '[]'::jsonb or ${webhookEndpoints.sourceIds} ? ${webhookSources.id}::text)`,
       ),
     )
-  const health = deliveryLogsService(ctx)
-  const service = webhookEndpointsService(ctx)
   let announced = 0
   for (const source of watched) {
     if (options.shouldStop?.()) break

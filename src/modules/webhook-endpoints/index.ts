@@ -1,8 +1,7 @@
 import { Elysia } from 'elysia'
-import type { AppContext } from '../../context'
 import { ErrorBody, managementErrors } from '../../lib/schemas'
 import { rejectUnknownFields } from '../../lib/strict-body'
-import { authPlugin } from '../../plugins/auth'
+import type { AuthPlugin } from '../../plugins/auth'
 import {
   CreateEndpointBody,
   EndpointDeleted,
@@ -19,7 +18,7 @@ import {
   RecoverResult,
   UpdateEndpointBody,
 } from './model'
-import { webhookEndpointsService } from './service'
+import type { WebhookEndpointsService } from './service'
 
 // DESIGN §4: integrations are management endpoints: the permission and the plan feature.
 const auth = { permission: 'settings.integrations', feature: 'integrations' } as const
@@ -29,10 +28,9 @@ const accessNote =
 const withNotFound = { ...managementErrors, 404: ErrorBody }
 
 /** Outbound webhook endpoints and their messages: the controller. Delivery is the worker's (worker.ts). */
-export function webhookEndpointsModule(ctx: AppContext) {
-  const service = webhookEndpointsService(ctx)
+export function webhookEndpointsModule(service: WebhookEndpointsService, authPlugin: AuthPlugin) {
   return new Elysia({ name: 'webhook-endpoints', prefix: '/api/v2/webhook-endpoints' })
-    .use(authPlugin(ctx))
+    .use(authPlugin)
     .get('', ({ principal, query }) => service.list(principal.organizationId, query), {
       auth,
       query: EndpointListQuery,

@@ -1,8 +1,10 @@
 import type { AppContext } from '../../context'
 import type { PeriodicJob } from '../../lib/periodic'
+import type { DeliveryLogsService } from '../delivery-logs/service'
 import { announceExpiringTokens, announceSourceStatusChanges } from './events'
 import { purgeExpiredMessages } from './retention'
-import { deliveryWorker, POLL_INTERVAL_MS } from './worker'
+import type { WebhookEndpointsService } from './service'
+import { type DeliveryWorker, POLL_INTERVAL_MS } from './worker'
 
 const SOURCE_STATUS_INTERVAL_MS = 60_000
 const PAT_EXPIRY_INTERVAL_MS = 3_600_000
@@ -12,8 +14,15 @@ const PAT_EXPIRY_INTERVAL_MS = 3_600_000
  * lost NOTIFY, a lease that ran out on another replica, a retry whose time has come); the two scans
  * write the events that no request causes (a source's health changing, a token nearing expiry).
  */
-export function webhookJobs(ctx: AppContext): PeriodicJob[] {
-  const worker = deliveryWorker(ctx)
+export function webhookJobs(
+  ctx: AppContext,
+  services: {
+    deliveryWorker: DeliveryWorker
+    deliveryLogs: DeliveryLogsService
+    webhookEndpoints: WebhookEndpointsService
+  },
+): PeriodicJob[] {
+  const { deliveryWorker: worker, deliveryLogs: health, webhookEndpoints: service } = services
   return [
     {
       name: 'webhook deliveries',
@@ -25,13 +34,13 @@ export function webhookJobs(ctx: AppContext): PeriodicJob[] {
       name: 'source.status_changed events',
       firstDelayMs: 15_000,
       intervalMs: SOURCE_STATUS_INTERVAL_MS,
-      run: (shouldStop) => announceSourceStatusChanges(ctx, { shouldStop }),
+      run: (shouldStop) => announceSourceStatusChanges(ctx, { health, service }, { shouldStop }),
     },
     {
       name: 'pat.expiring events',
       firstDelayMs: 20_000,
       intervalMs: PAT_EXPIRY_INTERVAL_MS,
-      run: () => announceExpiringTokens(ctx),
+      run: () => announceExpiringTokens(ctx, service),
     },
     {
       name: 'webhook message retention',

@@ -1,6 +1,7 @@
 import { and, count, desc, eq, inArray, lt, max, sql } from 'drizzle-orm'
 import type { AppContext } from '../../context'
 import type { Database } from '../../db/client'
+import { sqlRows } from '../../db/rows'
 import {
   webhookAttempts,
   webhookDeliveries,
@@ -9,7 +10,6 @@ import {
   webhookSources,
 } from '../../db/schema'
 import { newId } from '../../lib/ids'
-import { rowsOf } from '../delivery-logs/rollup'
 import type { EventType, MessageStatus } from './model'
 
 export type EndpointRow = typeof webhookEndpoints.$inferSelect
@@ -248,7 +248,7 @@ export class WebhookEndpointsRepository {
    * token marked as announced, say) or not at all.
    */
   async enqueue(event: NewEvent, db: Executor = this.ctx.db): Promise<number> {
-    const rows = rowsOf<{ queued: number }>(await db.execute(enqueueStatement(event)))
+    const rows = await sqlRows<{ queued: number }>(db, ENQUEUE_SQL(event))
     return Number(rows[0]?.queued ?? 0)
   }
 }
@@ -256,30 +256,29 @@ export class WebhookEndpointsRepository {
 /** The database or a transaction: where enqueue() writes. */
 export type Executor = Pick<Database, 'execute'>
 
-// The endpoint choice is the same rule as ingest_leads() applies to lead events (drizzle/0011):
+// The endpoint choice is the same rule as ingest_leads() applies to lead events (drizzle/functions/ingest_leads.sql):
 // enabled, the event type subscribed (empty: all), the source accepted (empty: all).
-function enqueueStatement(event: NewEvent) {
-  const at = event.createdAt.toISOString()
-  const endpointId = event.endpointId ?? null
-  const exceptEndpointId = event.exceptEndpointId ?? null
-  const sourceId = event.sourceId ?? null
+const ENQUEUE_SQL = (e: NewEvent) => {
+  const data = JSON.stringify(e.data)
+  const createdAt = e.createdAt.toISOString()
+  const sourceId = e.sourceId ?? null
+  const endpointId = e.endpointId ?? null
+  const exceptEndpointId = e.exceptEndpointId ?? null
   return sql`
 with targets as (
   select e.id from webhook_endpoints e
-  where e.organization_id = ${event.organizationId}::uuid and e.enabled
+  where e.organization_id = ${e.organizationId}::uuid and e.enabled
     and (${endpointId}::uuid is null or e.id = ${endpointId}::uuid)
     and (${exceptEndpointId}::uuid is null or e.id <> ${exceptEndpointId}::uuid)
-    and (${endpointId}::uuid is not null or e.event_types = '[]'::jsonb or e.event_types ? ${event.type}::text)
+    and (${endpointId}::uuid is not null or e.event_types = '[]'::jsonb or e.event_types ? ${e.type}::text)
     and (${sourceId}::uuid is null or e.source_ids = '[]'::jsonb or e.source_ids ? ${sourceId}::text)
 ), message as (
   insert into webhook_messages (id, organization_id, event_type, payload, created_at)
-  select ${event.id}::uuid, ${event.organizationId}::uuid, ${event.type}::text, ${JSON.stringify(event.data)}::jsonb,
-    ${at}::timestamptz where exists (select 1 from targets)
+  select ${e.id}::uuid, ${e.organizationId}::uuid, ${e.type}::text, ${data}::jsonb, ${createdAt}::timestamptz where exists (select 1 from targets)
   returning id
 ), queued as (
   insert into webhook_deliveries (message_id, endpoint_id, organization_id, event_type, next_attempt_at, created_at)
-  select m.id, t.id, ${event.organizationId}::uuid, ${event.type}::text, ${at}::timestamptz, ${at}::timestamptz
-  from message m cross join targets t
+  select m.id, t.id, ${e.organizationId}::uuid, ${e.type}::text, ${createdAt}::timestamptz, ${createdAt}::timestamptz from message m cross join targets t
   returning 1
 )
 select count(*)::int as queued from queued`
@@ -313,6 +312,15 @@ export interface EndpointForDelivery {
   failing_since: string | Date | null
 }
 
+interface ClaimOptions {
+  now: Date
+  leaseUntil: Date
+  token: string
+  limit: number
+  perEndpoint: number
+  inFlight: Record<string, number>
+}
+
 /** How an attempt ended, as recorded. */
 export interface AttemptOutcome {
   attemptedAt: Date
@@ -339,40 +347,28 @@ export class DeliveryQueueRepository {
    * in-flight cap minus what this worker already has in flight there, passed as JSON), oldest first
    * per endpoint. Claimed rows get the token and a lease (`next_attempt_at` = `leaseUntil`).
    */
-  async claim(options: {
-    now: Date
-    leaseUntil: Date
-    token: string
-    limit: number
-    perEndpoint: number
-    inFlight: Record<string, number>
-  }): Promise<ClaimedDelivery[]> {
-    return this.ctx.database.query<ClaimedDelivery>(CLAIM_SQL, [
-      options.now.toISOString(),
-      options.limit,
-      options.perEndpoint,
-      JSON.stringify(options.inFlight),
-      options.leaseUntil.toISOString(),
-      options.token,
-    ])
+  claim(options: ClaimOptions): Promise<ClaimedDelivery[]> {
+    return sqlRows<ClaimedDelivery>(this.ctx.db, CLAIM_SQL(options))
   }
 
   /** Whether any organization has an enabled endpoint (the partial index on enabled endpoints). */
   async anyEnabledEndpoint(): Promise<boolean> {
-    const [row] = await this.ctx.database.query<{ found: boolean }>(
-      'select exists (select 1 from webhook_endpoints where enabled) as found',
-      [],
+    const [row] = await sqlRows<{ found: boolean }>(
+      this.ctx.db,
+      sql`select exists (select 1 from webhook_endpoints where enabled) as found`,
     )
     return row?.found === true
   }
 
   /** The endpoints a claim named whose version the worker does not hold: one statement for all. */
   endpoints(ids: string[]): Promise<EndpointForDelivery[]> {
-    return this.ctx.database.query<EndpointForDelivery>(
-      `select id, xmin::text as version, url, secret_ciphertext, previous_secret_ciphertext,
+    // The ids as one JSON parameter: an array parameter is bound differently by the two drivers.
+    return sqlRows<EndpointForDelivery>(
+      this.ctx.db,
+      sql`select id, xmin::text as version, url, secret_ciphertext, previous_secret_ciphertext,
          previous_secret_expires_at, failing_since
-       from webhook_endpoints where id = any($1::uuid[])`,
-      [ids],
+       from webhook_endpoints
+       where id in (select jsonb_array_elements_text(${JSON.stringify(ids)}::jsonb)::uuid)`,
     )
   }
 
@@ -396,20 +392,19 @@ export class DeliveryQueueRepository {
       error: outcome.error,
       succeeded: outcome.succeeded,
     }))
-    const rows = await this.ctx.database.query<{ endpoint_id: string; message_id: string }>(RECORD_SQL, [
-      JSON.stringify(items),
-    ])
+    const rows = await sqlRows<{ endpoint_id: string; message_id: string }>(
+      this.ctx.db,
+      RECORD_SQL(JSON.stringify(items)),
+    )
     return new Set(rows.map((row) => `${row.endpoint_id}:${row.message_id}`))
   }
 
   /** Gives claimed deliveries back untried (shutdown): due at once, the attempt not counted. */
   async release(token: string, now: Date): Promise<void> {
-    await this.ctx.database.query(
-      `update webhook_deliveries set next_attempt_at = $2::timestamptz, attempt_count = attempt_count - 1,
-         claim_token = null
-       where claim_token = $1::uuid and status = 'pending'`,
-      [token, now.toISOString()],
-    )
+    await this.ctx.db
+      .update(webhookDeliveries)
+      .set({ nextAttemptAt: now, attemptCount: sql`${webhookDeliveries.attemptCount} - 1`, claimToken: null })
+      .where(and(eq(webhookDeliveries.claimToken, token), eq(webhookDeliveries.status, 'pending')))
   }
 
   /**
@@ -422,22 +417,23 @@ export class DeliveryQueueRepository {
     failingBefore: Date,
     now: Date,
   ): Promise<{ id: string; organizationId: string; url: string; failingSince: Date } | null> {
-    const rows = await this.ctx.database.query<{
+    const rows = await sqlRows<{
       id: string
       organization_id: string
       url: string
       failing_since: string | Date
     }>(
-      `with disabled as (
-         update webhook_endpoints set enabled = false, disabled_reason = 'failing_for_5_days', updated_at = $3::timestamptz
-         where id = $1::uuid and enabled and failing_since <= $2::timestamptz
+      this.ctx.db,
+      sql`with disabled as (
+         update webhook_endpoints set enabled = false, disabled_reason = 'failing_for_5_days',
+           updated_at = ${now.toISOString()}::timestamptz
+         where id = ${endpointId}::uuid and enabled and failing_since <= ${failingBefore.toISOString()}::timestamptz
          returning id, organization_id, url, failing_since
        ), given_up as (
          update webhook_deliveries d set status = 'failed', claim_token = null
          from disabled where d.endpoint_id = disabled.id and d.status = 'pending'
        )
        select * from disabled`,
-      [endpointId, failingBefore.toISOString(), now.toISOString()],
     )
     const row = rows[0]
     return row
@@ -454,36 +450,41 @@ export class DeliveryQueueRepository {
 // Endpoints with something due, then per endpoint its oldest due rows up to its room. SKIP LOCKED:
 // rows another worker is claiming right now are left to it, never waited for. The endpoint's row is
 // read for its version only; the worker reads the rest when the version is new to it.
-const CLAIM_SQL = `
+const CLAIM_SQL = (o: ClaimOptions) => {
+  const now = o.now.toISOString()
+  const inFlight = JSON.stringify(o.inFlight)
+  const leaseUntil = o.leaseUntil.toISOString()
+  return sql`
 with due_endpoints as (
-  select e.id, e.xmin::text as version, $3::int - coalesce(($4::jsonb ->> e.id::text)::int, 0) as room
+  select e.id, e.xmin::text as version, ${o.perEndpoint}::int - coalesce((${inFlight}::jsonb ->> e.id::text)::int, 0) as room
   from webhook_endpoints e
   where e.enabled and exists (
     select 1 from webhook_deliveries d
-    where d.endpoint_id = e.id and d.status = 'pending' and d.next_attempt_at <= $1::timestamptz)
+    where d.endpoint_id = e.id and d.status = 'pending' and d.next_attempt_at <= ${now}::timestamptz)
 ), chosen as (
   select x.endpoint_id, x.message_id, de.version from due_endpoints de
   cross join lateral (
     select d.endpoint_id, d.message_id from webhook_deliveries d
-    where d.endpoint_id = de.id and d.status = 'pending' and d.next_attempt_at <= $1::timestamptz
+    where d.endpoint_id = de.id and d.status = 'pending' and d.next_attempt_at <= ${now}::timestamptz
     order by d.next_attempt_at
     limit greatest(de.room, 0)
     for update skip locked
   ) x
-  limit $2::int
+  limit ${o.limit}::int
 )
 update webhook_deliveries d
-set next_attempt_at = $5::timestamptz, claim_token = $6::uuid, attempt_count = d.attempt_count + 1
+set next_attempt_at = ${leaseUntil}::timestamptz, claim_token = ${o.token}::uuid, attempt_count = d.attempt_count + 1
 from chosen c, webhook_messages m
 where d.endpoint_id = c.endpoint_id and d.message_id = c.message_id and m.id = d.message_id
 returning d.endpoint_id, c.version as endpoint_version, d.message_id, d.organization_id, d.event_type,
   d.attempt_count, m.payload::text as payload_json, m.created_at as message_created_at`
+}
 
 // The deliveries' new state, their attempts, and each endpoint's failure streak (started by its
 // first failure after its last success, ended by a success), only for claims still held.
-const RECORD_SQL = `
+const RECORD_SQL = (items: string) => sql`
 with input as (
-  select * from jsonb_to_recordset($1::jsonb) as x(endpoint_id uuid, message_id uuid, token uuid, status text,
+  select * from jsonb_to_recordset(${items}::jsonb) as x(endpoint_id uuid, message_id uuid, token uuid, status text,
     next_attempt_at timestamptz, attempted_at timestamptz, response_status smallint, attempt_id uuid,
     duration_ms real, response_body text, error text, succeeded boolean)
 ), delivery as (

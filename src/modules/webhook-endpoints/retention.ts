@@ -1,4 +1,6 @@
+import { sql } from 'drizzle-orm'
 import type { AppContext } from '../../context'
+import { sqlRows } from '../../db/rows'
 
 const DAY_MS = 24 * 3_600_000
 const BATCH_SIZE = 5000
@@ -19,30 +21,30 @@ export async function purgeExpiredMessages(
   let deliveries = 0
   let messages = 0
   for (;;) {
-    const rows = await ctx.database.query<{ n: number }>(
-      `with gone as (
+    const rows = await sqlRows<{ n: number }>(
+      ctx.db,
+      sql`with gone as (
          delete from webhook_deliveries where ctid in (
            select ctid from webhook_deliveries
-           where created_at < $1::timestamptz and status <> 'pending' limit ${BATCH_SIZE})
+           where created_at < ${cutoff}::timestamptz and status <> 'pending' limit ${BATCH_SIZE})
          returning 1)
        select count(*)::int as n from gone`,
-      [cutoff],
     )
     const deleted = Number(rows[0]?.n ?? 0)
     deliveries += deleted
     if (deleted < BATCH_SIZE || options.shouldStop?.()) break
   }
   for (;;) {
-    const rows = await ctx.database.query<{ n: number }>(
-      `with gone as (
+    const rows = await sqlRows<{ n: number }>(
+      ctx.db,
+      sql`with gone as (
          delete from webhook_messages where id in (
            select m.id from webhook_messages m
-           where m.created_at < $1::timestamptz
+           where m.created_at < ${cutoff}::timestamptz
              and not exists (select 1 from webhook_deliveries d where d.message_id = m.id)
            limit ${BATCH_SIZE})
          returning 1)
        select count(*)::int as n from gone`,
-      [cutoff],
     )
     const deleted = Number(rows[0]?.n ?? 0)
     messages += deleted

@@ -2,7 +2,6 @@ import type { AppContext } from '../../context'
 import { creationPosition, decodeCursor, pageOf } from '../../lib/cursor'
 import { AppError, errors } from '../../lib/errors'
 import { isUuid, newId } from '../../lib/ids'
-import { perContext } from '../../lib/memo'
 import { parseOutboundUrl, resolveOutboundTarget } from '../../lib/outbound-url'
 import { generateWebhookSecret } from '../../lib/secrets'
 import {
@@ -27,7 +26,7 @@ import {
   type NewEvent,
   WebhookEndpointsRepository,
 } from './repository'
-import { deliverySignal } from './signal'
+import type { DeliverySignal } from './signal'
 
 const NO_STATS: DeliveryStats = { pending: 0, succeeded: 0, failed: 0, lastAttemptAt: null }
 
@@ -54,7 +53,11 @@ function toEndpointRecord(row: EndpointRow, stats: DeliveryStats = NO_STATS): En
 export class WebhookEndpointsService {
   readonly repository: WebhookEndpointsRepository
 
-  constructor(private readonly ctx: AppContext) {
+  constructor(
+    private readonly ctx: AppContext,
+    /** Wakes this replica's delivery worker when something is queued. */
+    private readonly signal: DeliverySignal,
+  ) {
     this.repository = new WebhookEndpointsRepository(ctx)
   }
 
@@ -124,7 +127,7 @@ export class WebhookEndpointsService {
     changes.updatedAt = new Date(this.ctx.clock.now())
     const row = await this.repository.update(organizationId, id, changes)
     if (!row) throw notFound()
-    if (body.enabled) deliverySignal(this.ctx).wake()
+    if (body.enabled) this.signal.wake()
     return toEndpointRecord(row, (await this.repository.stats([row.id])).get(row.id))
   }
 
@@ -195,13 +198,13 @@ export class WebhookEndpointsService {
     if (!isUuid(messageId) || !(await this.repository.retryNow(endpoint.id, messageId, now))) {
       throw errors.notFound('message')
     }
-    deliverySignal(this.ctx).wake()
+    this.signal.wake()
   }
 
   async recover(organizationId: string, id: string, since: string): Promise<number> {
     const endpoint = await this.require(organizationId, id)
     const queued = await this.repository.recover(endpoint.id, new Date(since), new Date(this.ctx.clock.now()))
-    if (queued > 0) deliverySignal(this.ctx).wake()
+    if (queued > 0) this.signal.wake()
     return queued
   }
 
@@ -224,8 +227,13 @@ export class WebhookEndpointsService {
   /** Writes an event for the organization's subscribed endpoints and wakes the workers. */
   async enqueue(event: NewEvent): Promise<number> {
     const queued = await this.repository.enqueue(event)
-    if (queued > 0) deliverySignal(this.ctx).wake()
+    if (queued > 0) this.signal.wake()
     return queued
+  }
+
+  /** Wakes the workers for messages a caller queued through `repository` in its own, committed transaction. */
+  wakeWorkers(): void {
+    this.signal.wake()
   }
 
   private async require(organizationId: string, id: string): Promise<EndpointRow> {
@@ -262,5 +270,3 @@ export class WebhookEndpointsService {
 function notFound() {
   return errors.notFound('webhook endpoint')
 }
-
-export const webhookEndpointsService = perContext((ctx: AppContext) => new WebhookEndpointsService(ctx))

@@ -1,5 +1,4 @@
 import type { AppContext } from '../../context'
-import { perContext } from '../../lib/memo'
 
 /**
  * Wakes this replica's delivery worker when it wrote something due, so an event goes out at once
@@ -20,8 +19,6 @@ export class DeliverySignal {
     for (const listener of this.listeners) listener()
   }
 }
-
-export const deliverySignal = perContext((_ctx: AppContext) => new DeliverySignal())
 
 /** The channel on which replicas tell each other that deliveries are due. */
 export const DELIVERY_CHANNEL = 'lead_capture_webhook_due'

@@ -1,11 +1,10 @@
 import type { AppContext } from '../../context'
 import { AppError } from '../../lib/errors'
 import { newId } from '../../lib/ids'
-import { perContext } from '../../lib/memo'
 import { type CheckedTarget, type DeliveryEndpoint, EndpointCache } from './endpoint-cache'
 import { type AttemptOutcome, type ClaimedDelivery, DeliveryQueueRepository } from './repository'
-import { webhookEndpointsService } from './service'
-import { deliverySignal, ReplicaWakeups } from './signal'
+import type { WebhookEndpointsService } from './service'
+import { type DeliverySignal, ReplicaWakeups } from './signal'
 
 /** Waits after the 1st, 2nd… failed attempt; after the last one the message is `failed`. */
 export const RETRY_SCHEDULE_MS = [
@@ -77,7 +76,10 @@ export class DeliveryWorker {
   private stopped = false
   private started = false
 
-  constructor(private readonly ctx: AppContext) {
+  constructor(
+    private readonly ctx: AppContext,
+    private readonly deps: { signal: DeliverySignal; endpoints: WebhookEndpointsService },
+  ) {
     this.queue = new DeliveryQueueRepository(ctx)
     this.statements = new Slots(workerStatementSlots(ctx.config.databasePoolSize))
     this.results = new ResultBuffer(
@@ -93,18 +95,18 @@ export class DeliveryWorker {
   }
 
   /**
-   * Wake-ups (this replica's writes in process, the other replicas' over LISTEN/NOTIFY) and the
-   * shutdown hook; the poll is a periodic job (webhookJobs). Resolves once the LISTEN is in place
-   * (or has failed, to be tried again at the next poll).
+   * Wake-ups (this replica's writes in process, the other replicas' over LISTEN/NOTIFY); the poll
+   * is a periodic job (webhookJobs). Started and stopped with the rest of the background work
+   * (src/jobs.ts). Resolves once the LISTEN is in place (or has failed, to be tried again at the
+   * next poll).
    */
   start(): Promise<void> {
     if (this.started) return this.wakeups.listen()
     this.started = true
-    deliverySignal(this.ctx).subscribe(() => {
+    this.deps.signal.subscribe(() => {
       this.wakeups.announce()
       this.wake()
     })
-    this.ctx.onClose(() => this.stop(this.ctx.config.shutdownTimeoutMs))
     this.wake()
     return this.wakeups.listen()
   }
@@ -337,7 +339,7 @@ export class DeliveryWorker {
       endpoint_id: disabled.id,
       organization_id: disabled.organizationId,
     })
-    await webhookEndpointsService(this.ctx).enqueue({
+    await this.deps.endpoints.enqueue({
       id: newId(),
       organizationId: disabled.organizationId,
       type: 'endpoint.disabled',
@@ -510,5 +512,3 @@ class ResultBuffer {
     this.writing = false
   }
 }
-
-export const deliveryWorker = perContext((ctx: AppContext) => new DeliveryWorker(ctx))

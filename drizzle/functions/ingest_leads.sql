@@ -1,0 +1,162 @@
+-- ingest_leads(jsonb): its one current definition (a repeatable migration).
+-- Applied after the versioned migrations whenever this file's checksum changes
+-- (src/db/repeatable.ts, docs/architecture.md "SQL functions"): edit it in place, keep every
+-- statement re-runnable (CREATE OR REPLACE).
+--
+-- The group commit of the inbound route (src/modules/inbound/repository.ts): every item of a group
+-- in one set-based statement. It takes the dedup keys' advisory locks (exclusive) and each item's
+-- source (shared) in one global order, fails a group whose items share a dedup key (LC409: the
+-- caller splits it), skips items whose source was deleted meanwhile (they get no row back: 404),
+-- writes the lead, its delivery-log entry and, when the organization has an enabled endpoint, the
+-- outbound webhook outbox in the same transaction. The source check is a scalar subquery, always
+-- one index probe per item (as EXISTS it was planned as a hash semi-join over every source).
+-- History: drizzle/0001, 0003, 0005, 0006, 0007, 0009, 0011.
+CREATE OR REPLACE FUNCTION ingest_leads(p_items jsonb)
+  RETURNS TABLE (idx integer, lead_id uuid, outcome text, webhook_events boolean)
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_duplicates bigint;
+  v_locked bigint;
+  v_webhook_events boolean;
+BEGIN
+  WITH keys AS (
+    SELECT 'e:' || (e->>'organization_id') || ':' || (e->>'email_normalized') AS key
+      FROM jsonb_array_elements(p_items) e WHERE e->>'email_normalized' IS NOT NULL
+    UNION ALL
+    SELECT 'p:' || (e->>'organization_id') || ':' || (e->>'phone_e164')
+      FROM jsonb_array_elements(p_items) e WHERE e->>'phone_e164' IS NOT NULL
+  ), locks AS (
+    SELECT DISTINCT hashtextextended('lead:' || key, 0) AS hash, false AS shared FROM keys
+    UNION
+    SELECT hashtextextended('source:' || (e->>'source_id'), 0), true FROM jsonb_array_elements(p_items) e
+  )
+  SELECT (SELECT count(*) FROM keys) - (SELECT count(DISTINCT key) FROM keys),
+    (SELECT count(CASE WHEN shared THEN pg_advisory_xact_lock_shared(hash) ELSE pg_advisory_xact_lock(hash) END)
+       FROM (SELECT hash, shared FROM locks ORDER BY hash) ordered)
+  INTO v_duplicates, v_locked;
+  IF v_duplicates <> 0 THEN
+    RAISE EXCEPTION 'two items of one group share a dedup key' USING ERRCODE = 'LC409';
+  END IF;
+
+  -- Outbound webhooks (drizzle/0010): only a group whose organization has an enabled endpoint writes
+  -- events, by a statement of its own after the leads are written. Without endpoints this probe of a
+  -- partial index is all the outbox costs a group: writing the events inside the main statement
+  -- (RETURNING the leads, two more ModifyTable nodes) made every group ~25% slower even when it
+  -- wrote none (bench/outbox-ingest.ts).
+  SELECT EXISTS (
+    SELECT 1 FROM webhook_endpoints e
+    WHERE e.enabled AND e.organization_id IN (
+      SELECT DISTINCT (x->>'organization_id')::uuid FROM jsonb_array_elements(p_items) x)
+  ) INTO v_webhook_events;
+
+  -- A new statement, so a new snapshot: it sees every lead committed by whoever held a lock first,
+  -- and no source deleted before this group's locks were granted.
+  RETURN QUERY
+  WITH items AS (
+    SELECT * FROM jsonb_to_recordset(p_items) AS x(
+      idx integer, organization_id uuid, source_id uuid, new_lead_id uuid, log_id uuid, first_name text,
+      last_name text, email text, email_normalized text, phone_raw text, phone_e164 text, status text,
+      custom_fields jsonb, attribution jsonb, received_at timestamptz, client_ip text, origin text,
+      user_agent text, body_bytes integer, body text, body_truncated boolean, duration_ms real)
+    WHERE (SELECT true FROM webhook_sources s WHERE s.id = x.source_id)
+  ),
+  -- DESIGN §7: the lead with the same normalised e-mail, else the oldest with the same E.164 phone.
+  matched AS MATERIALIZED (
+    SELECT i.*, COALESCE(
+      (SELECT l.id FROM leads l WHERE l.organization_id = i.organization_id
+         AND l.email_normalized = i.email_normalized AND l.email_normalized IS NOT NULL),
+      (SELECT l.id FROM leads l WHERE l.organization_id = i.organization_id
+         AND l.phone_e164 = i.phone_e164 AND l.phone_e164 IS NOT NULL ORDER BY l.id LIMIT 1)
+    ) AS existing_id
+    FROM items i
+  ),
+  inserted AS (
+    INSERT INTO leads (id, organization_id, source_id, first_name, last_name, email, email_normalized, phone_raw,
+      phone_e164, status, custom_fields, attribution, created_at, updated_at)
+    SELECT m.new_lead_id, m.organization_id, m.source_id, m.first_name, m.last_name, m.email, m.email_normalized,
+      m.phone_raw, m.phone_e164, m.status, m.custom_fields, m.attribution, m.received_at, m.received_at
+    FROM matched m WHERE m.existing_id IS NULL
+  ),
+  -- Fields a lead lacks are filled (first value wins), status and custom fields take the latest,
+  -- attribution stays the first non-empty one.
+  changes AS (
+    SELECT m.existing_id,
+      (array_agg(m.first_name ORDER BY m.idx) FILTER (WHERE m.first_name IS NOT NULL))[1] AS first_name,
+      (array_agg(m.last_name ORDER BY m.idx) FILTER (WHERE m.last_name IS NOT NULL))[1] AS last_name,
+      (array_agg(m.email ORDER BY m.idx) FILTER (WHERE m.email IS NOT NULL))[1] AS email,
+      (array_agg(m.email_normalized ORDER BY m.idx) FILTER (WHERE m.email_normalized IS NOT NULL))[1] AS email_normalized,
+      (array_agg(m.phone_raw ORDER BY m.idx) FILTER (WHERE m.phone_raw IS NOT NULL))[1] AS phone_raw,
+      (array_agg(m.phone_e164 ORDER BY m.idx) FILTER (WHERE m.phone_e164 IS NOT NULL))[1] AS phone_e164,
+      (array_agg(m.status ORDER BY m.idx DESC) FILTER (WHERE m.status IS NOT NULL))[1] AS status,
+      jsonb_merge_agg(m.custom_fields ORDER BY m.idx) AS custom_fields,
+      (array_agg(m.attribution ORDER BY m.idx) FILTER (WHERE m.attribution <> '{}'::jsonb))[1] AS attribution,
+      (array_agg(m.received_at ORDER BY m.idx DESC))[1] AS received_at
+    FROM matched m WHERE m.existing_id IS NOT NULL
+    GROUP BY m.existing_id
+  ),
+  updated AS (
+    UPDATE leads l SET
+      first_name = COALESCE(l.first_name, c.first_name),
+      last_name = COALESCE(l.last_name, c.last_name),
+      email = COALESCE(l.email, c.email),
+      email_normalized = COALESCE(l.email_normalized, c.email_normalized),
+      phone_raw = COALESCE(l.phone_raw, c.phone_raw),
+      phone_e164 = COALESCE(l.phone_e164, c.phone_e164),
+      status = COALESCE(c.status, l.status),
+      custom_fields = l.custom_fields || c.custom_fields,
+      attribution = CASE WHEN l.attribution = '{}'::jsonb THEN COALESCE(c.attribution, l.attribution) ELSE l.attribution END,
+      updated_at = c.received_at
+    FROM changes c WHERE l.id = c.existing_id
+  ),
+  logged AS (
+    INSERT INTO delivery_logs (id, source_id, organization_id, received_at, method, http_status, outcome, reason,
+      lead_id, client_ip, origin, user_agent, body_bytes, body, body_truncated, spam_reasons, duration_ms, repeat_count)
+    SELECT m.log_id, m.source_id, m.organization_id, m.received_at, 'POST', 200,
+      CASE WHEN m.existing_id IS NULL THEN 'created' ELSE 'updated' END, NULL,
+      COALESCE(m.existing_id, m.new_lead_id), m.client_ip, m.origin, m.user_agent, m.body_bytes, m.body,
+      m.body_truncated, '[]'::jsonb,
+      -- the request's time so far plus this transaction's, up to now
+      m.duration_ms + (extract(epoch FROM clock_timestamp() - now()) * 1000)::real, 1
+    FROM matched m
+  )
+  SELECT m.idx, COALESCE(m.existing_id, m.new_lead_id),
+    CASE WHEN m.existing_id IS NULL THEN 'created' ELSE 'updated' END, v_webhook_events
+  FROM matched m;
+
+  IF NOT v_webhook_events THEN
+    RETURN;
+  END IF;
+  -- Each stored submission's delivery-log entry (written above, visible to this later statement)
+  -- names its lead and outcome: a `lead.created` / `lead.updated` message for every enabled
+  -- endpoint of the organization that takes the type and the source. The message id is the
+  -- delivery-log id: one message per submission whatever the number of endpoints, and a UUIDv7, so
+  -- messages list in creation order.
+  WITH targets AS MATERIALIZED (
+    SELECT d.id AS log_id, d.organization_id, d.source_id, d.lead_id, d.received_at,
+      'lead.' || d.outcome AS event_type, e.id AS endpoint_id
+    FROM jsonb_to_recordset(p_items) AS x(log_id uuid)
+    JOIN delivery_logs d ON d.id = x.log_id
+    JOIN webhook_endpoints e ON e.organization_id = d.organization_id AND e.enabled
+    WHERE (e.event_types = '[]'::jsonb OR e.event_types ? ('lead.' || d.outcome))
+      AND (e.source_ids = '[]'::jsonb OR e.source_ids ? d.source_id::text)
+  ),
+  messages AS (
+    INSERT INTO webhook_messages (id, organization_id, event_type, payload, created_at)
+    SELECT DISTINCT ON (t.log_id) t.log_id, t.organization_id, t.event_type,
+      jsonb_build_object(
+        'lead', jsonb_build_object(
+          'lead_id', l.id, 'source_id', l.source_id, 'first_name', l.first_name, 'last_name', l.last_name,
+          'email', l.email, 'phone_raw', l.phone_raw, 'phone_e164', l.phone_e164, 'status', l.status,
+          'custom_fields', l.custom_fields, 'attribution', l.attribution,
+          'created_at', to_char(l.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+          'updated_at', to_char(l.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')),
+        'source', (SELECT jsonb_build_object('id', s.id, 'name', s.name) FROM webhook_sources s WHERE s.id = t.source_id),
+        'delivery_log_id', t.log_id),
+      t.received_at
+    FROM targets t JOIN leads l ON l.id = t.lead_id
+    ORDER BY t.log_id
+  )
+  INSERT INTO webhook_deliveries (message_id, endpoint_id, organization_id, event_type, next_attempt_at, created_at)
+  SELECT t.log_id, t.endpoint_id, t.organization_id, t.event_type, t.received_at, t.received_at FROM targets t;
+END;
+$$;
