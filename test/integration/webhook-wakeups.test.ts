@@ -3,12 +3,12 @@ import { type AppContext, createContext } from '../../src/context'
 import { type DatabaseHandle, openDatabase } from '../../src/db/client'
 import { createMemoryLogger } from '../../src/lib/logger'
 import { DELIVERY_CHANNEL, NOTIFY_COALESCE_MS } from '../../src/modules/webhook-endpoints/signal'
-import { buildServices, type Services } from '../../src/services'
 import {
   IN_FLIGHT_PER_ENDPOINT,
   POLL_INTERVAL_MS,
   workerStatementSlots,
 } from '../../src/modules/webhook-endpoints/worker'
+import { buildServices, type Services } from '../../src/services'
 import { createSignedInUser, createSource, createWebhookEndpoint } from '../helpers/factories'
 import { makeTestApp, request, testConfig, testDatabase, usingRealServices } from '../helpers/test-app'
 import { startReceiver } from '../helpers/webhook-receiver'
@@ -70,7 +70,10 @@ describe.skipIf(!usingRealServices)('webhook wake-ups across replicas (LISTEN/NO
     // beyond it can only be sent by B.
     const receiver = startReceiver(() => gate.then(() => new Response('ok')))
     cleanups.push(() => receiver.stop())
-    await createWebhookEndpoint(a.services, organization.id, { url: receiver.url, event_types: ['lead.created'] })
+    await createWebhookEndpoint(a.services, organization.id, {
+      url: receiver.url,
+      event_types: ['lead.created'],
+    })
 
     const workerA = a.services.deliveryWorker
     await workerA.start()
