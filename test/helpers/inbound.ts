@@ -76,3 +76,37 @@ export async function commitSizes(ctx: AppContext, sourceId: string): Promise<nu
   )
   return rows.map((row) => row.entries)
 }
+
+/**
+ * Calls ingest_leads() with a group of two items that share a dedup key, which the function refuses
+ * as a whole (LC409); returns that error. For the tests that a refused group writes nothing.
+ */
+export async function ingestConflictingGroup(
+  ctx: AppContext,
+  organizationId: string,
+  sourceId: string,
+): Promise<{ code?: string; message: string }> {
+  const address = email()
+  const item = (idx: number) => ({
+    idx,
+    organization_id: organizationId,
+    source_id: sourceId,
+    new_lead_id: crypto.randomUUID(),
+    log_id: crypto.randomUUID(),
+    email: address,
+    email_normalized: address,
+    custom_fields: {},
+    attribution: {},
+    received_at: new Date(ctx.clock.now()).toISOString(),
+    client_ip: '127.0.0.1',
+    body_bytes: 2,
+    body_truncated: false,
+    duration_ms: 1,
+  })
+  return ctx.database
+    .query('select * from ingest_leads($1::jsonb)', [JSON.stringify([item(0), item(1)])])
+    .then(
+      () => ({ message: 'ingest_leads accepted a group whose items share a dedup key' }),
+      (error: { code?: string; message: string }) => error,
+    )
+}

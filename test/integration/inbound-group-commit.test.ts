@@ -3,7 +3,16 @@ import { eq } from 'drizzle-orm'
 import { leads } from '../../src/db/schema'
 import { SourceGoneError } from '../../src/modules/inbound/group-commit'
 import { createSource } from '../helpers/factories'
-import { commitSizes, email, leadWithEmail, logsOf, post, requestFacts, setup } from '../helpers/inbound'
+import {
+  commitSizes,
+  email,
+  ingestConflictingGroup,
+  leadWithEmail,
+  logsOf,
+  post,
+  requestFacts,
+  setup,
+} from '../helpers/inbound'
 
 // Group commit: which leads share one ingest_leads() call, and what happens to a group whose source goes away.
 
@@ -123,26 +132,7 @@ describe('POST /api/webhook/lead/{api_key}: outcomes', () => {
 
   test('ingest_leads refuses a group whose items share a dedup key, and writes nothing', async () => {
     const { ctx, organization, source } = await setup()
-    const address = email()
-    const item = (idx: number) => ({
-      idx,
-      organization_id: organization.id,
-      source_id: source.id,
-      new_lead_id: crypto.randomUUID(),
-      log_id: crypto.randomUUID(),
-      email: address,
-      email_normalized: address,
-      custom_fields: {},
-      attribution: {},
-      received_at: new Date().toISOString(),
-      client_ip: '127.0.0.1',
-      body_bytes: 2,
-      body_truncated: false,
-      duration_ms: 1,
-    })
-    const refused = await ctx.database
-      .query('select * from ingest_leads($1::jsonb)', [JSON.stringify([item(0), item(1)])])
-      .catch((error: { code?: string; message: string }) => error)
+    const refused = await ingestConflictingGroup(ctx, organization.id, source.id)
     expect(refused).toMatchObject({ code: 'LC409', message: 'two items of one group share a dedup key' })
     expect(await ctx.db.select().from(leads).where(eq(leads.organizationId, organization.id))).toHaveLength(0)
     expect(await logsOf(ctx, source.id)).toHaveLength(0)

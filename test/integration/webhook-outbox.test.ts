@@ -3,9 +3,9 @@ import { asc, eq } from 'drizzle-orm'
 import type { AppContext } from '../../src/context'
 import { deliveryLogs, webhookDeliveries, webhookMessages } from '../../src/db/schema'
 import { FakeClock } from '../../src/lib/clock'
-import { newId } from '../../src/lib/ids'
 import type { CreateEndpointBody } from '../../src/modules/webhook-endpoints/model'
 import { createSignedInUser, createSource, createWebhookEndpoint } from '../helpers/factories'
+import { ingestConflictingGroup } from '../helpers/inbound'
 import { call, makeTestApp, request, testDatabase } from '../helpers/test-app'
 
 beforeAll(async () => {
@@ -151,26 +151,7 @@ describe('webhook outbox: lead events written with the lead', () => {
 
   test('a group that rolls back writes no event', async () => {
     const { ctx, organization, source } = await setup()
-    const address = email()
-    const item = (idx: number) => ({
-      idx,
-      organization_id: organization.id,
-      source_id: source.id,
-      new_lead_id: newId(),
-      log_id: newId(),
-      email: address,
-      email_normalized: address,
-      custom_fields: {},
-      attribution: {},
-      received_at: new Date(ctx.clock.now()).toISOString(),
-      client_ip: '127.0.0.1',
-      body_bytes: 2,
-      body_truncated: false,
-      duration_ms: 1,
-    })
-    const refused = await ctx.database
-      .query('select * from ingest_leads($1::jsonb)', [JSON.stringify([item(0), item(1)])])
-      .catch((error: { code?: string }) => error)
+    const refused = await ingestConflictingGroup(ctx, organization.id, source.id)
     expect(refused).toMatchObject({ code: 'LC409' })
     const { messages, deliveries } = await outboxOf(ctx, organization.id)
     expect({ messages: messages.length, deliveries: deliveries.length }).toEqual({
