@@ -104,9 +104,11 @@ describe('POST /api/webhook/lead/{api_key}: outcomes', () => {
       ),
     ])
     expect((await commitSizes(ctx, source.id)).slice(before.length)).toEqual([2])
+    const anyNumber: number = expect.any(Number)
     expect(results).toEqual([
-      { leadId: first!.leadId, outcome: 'updated' },
-      { leadId: first!.leadId, outcome: 'updated' },
+      // The key's window after each: the first lead, then these two in idx order.
+      { leadId: first!.leadId!, outcome: 'updated', verdict: { allowed: true, remaining: 58, resetMs: anyNumber } },
+      { leadId: first!.leadId!, outcome: 'updated', verdict: { allowed: true, remaining: 57, resetMs: anyNumber } },
     ])
     const [lead, ...others] = await ctx.db
       .select()

@@ -3,7 +3,7 @@ import type { CachedSource } from '../sources/source-cache'
 import { MAX_BODY_BYTES } from './body'
 import type { InboundInfo } from './model'
 import { CUSTOM_FIELDS_MAX_COUNT, LEAD_FIELDS } from './normalize'
-import { INBOUND_LIMIT_PER_MIN } from './service'
+import { INBOUND_LIMIT_PER_MIN } from './key-limit'
 
 const FIELD_DESCRIPTIONS: Record<keyof typeof LEAD_FIELDS, string> = {
   first_name: 'first name',
