@@ -86,7 +86,12 @@ export async function createContext(config: Config, overrides: ContextOverrides 
     // Start-up waits briefly so the first requests use the shared limiter, but never fails on Redis.
     await connection.waitReady(1000)
     limiter = new RedisRateLimiter(connection, new MemoryRateLimiter(), logger, overrides.rateLimitKeyPrefix)
-    platformCap = new SharedPlatformCap(connection, platformRule({ config }), logger, overrides.rateLimitKeyPrefix)
+    platformCap = new SharedPlatformCap(
+      connection,
+      platformRule({ config }),
+      logger,
+      overrides.rateLimitKeyPrefix,
+    )
     closers.push(() => connection.close())
   } else limiter = new MemoryRateLimiter()
   closers.push(() => limiter.close())

@@ -107,8 +107,16 @@ describe('POST /api/webhook/lead/{api_key}: outcomes', () => {
     const anyNumber: number = expect.any(Number)
     expect(results).toEqual([
       // The key's window after each: the first lead, then these two in idx order.
-      { leadId: first!.leadId!, outcome: 'updated', verdict: { allowed: true, remaining: 58, resetMs: anyNumber } },
-      { leadId: first!.leadId!, outcome: 'updated', verdict: { allowed: true, remaining: 57, resetMs: anyNumber } },
+      {
+        leadId: first!.leadId!,
+        outcome: 'updated',
+        verdict: { allowed: true, remaining: 58, resetMs: anyNumber },
+      },
+      {
+        leadId: first!.leadId!,
+        outcome: 'updated',
+        verdict: { allowed: true, remaining: 57, resetMs: anyNumber },
+      },
     ])
     const [lead, ...others] = await ctx.db
       .select()

@@ -28,7 +28,13 @@ function rolled(counts: WindowCounts, slot: number): WindowCounts {
   return { slot, current: 0, previous: counts.slot === slot - 1 ? counts.current : 0 }
 }
 
-function bucketOf(rule: RateLimitRule, now: number, slot: number, counted: number, allowed: boolean): BucketState {
+function bucketOf(
+  rule: RateLimitRule,
+  now: number,
+  slot: number,
+  counted: number,
+  allowed: boolean,
+): BucketState {
   return {
     bucket: rule.bucket,
     limit: rule.limit,

@@ -59,6 +59,11 @@ interface Delivery extends KeyedRequest {
   clientIp: string
   /** performance.now() at arrival, for the entry's duration. */
   started: number
+  /**
+   * Fields the card-data rule removed from the body (redact.ts), logged once the key's limit has
+   * admitted the request: a request over the limit answers its 429 as if its body never acted.
+   */
+  redacted: string[]
 }
 
 /** What admission found: the source, the platform cap's bucket, and the 429 when refused already. */
@@ -150,6 +155,7 @@ export class InboundService {
       started,
       platform,
       headers: call.headers,
+      redacted: [],
     }
     this.lastRequests.note(source.id, receivedAt.getTime())
     if (limited) return this.countFlood(delivery, limited)
@@ -329,6 +335,17 @@ export class InboundService {
     const verdict = await this.deliveryLogs.writeCounted(entryOf(delivery, overrides))
     const limited = this.judge(delivery, verdict)
     if (limited) this.countFlood(delivery, limited)
+    this.logRedactions(delivery)
+  }
+
+  /** The card-data removal of an admitted request (its fields' names, never their values). */
+  private logRedactions(delivery: Delivery): void {
+    if (delivery.redacted.length === 0) return
+    this.ctx.logger.info('card data removed from an inbound body', {
+      request_id: this.registry.get(delivery.request).requestId,
+      source_id: delivery.source.id,
+      fields: delivery.redacted,
+    })
   }
 
   /** A body over the size limit (413, with the bytes received) or not UTF-8 (400). */
@@ -375,13 +392,7 @@ export class InboundService {
     const scrubbed = scrubBody(parsed as Record<string, unknown>, text, (name) =>
       isPhoneField(name, source.fieldMapping),
     )
-    if (scrubbed.redacted.length > 0) {
-      this.ctx.logger.info('card data removed from an inbound body', {
-        request_id: this.registry.get(delivery.request).requestId,
-        source_id: source.id,
-        fields: scrubbed.redacted,
-      })
-    }
+    delivery.redacted = scrubbed.redacted
     const logged = loggedBody(scrubbed.logText, bytes)
     // JSON text can carry NUL or a lone surrogate only as a \u escape (the body was decoded from
     // UTF-8, and a raw NUL is invalid JSON): without one, the walk has nothing to find.
@@ -425,7 +436,9 @@ export class InboundService {
       const stored = await this.writer.ingest(delivery.source, lead, entryOf(delivery, logged))
       const limited = this.judge(delivery, stored.verdict)
       if (limited) return this.countFlood(delivery, limited)
-      if (stored.outcome === 'rate_limited') throw new Error('ingest_leads refused a lead its verdict admitted')
+      if (stored.outcome === 'rate_limited')
+        throw new Error('ingest_leads refused a lead its verdict admitted')
+      this.logRedactions(delivery)
       return { status: stored.outcome, success: true, lead_id: stored.leadId }
     } catch (error) {
       // The source was deleted after this request found it: the key no longer names a webhook.
