@@ -255,7 +255,9 @@ export class InboundService {
     // A request the key refuses is not counted against the cap (as when both were one check).
     const platform = full ? this.ctx.platformCap.peek(now) : this.ctx.platformCap.take(now)
     const decision = inboundDecision(platform, full)
-    if (decision.refusal) Object.assign(call.headers, decision.headers)
+    // Every answer carries the headers (DESIGN §5), a 503 of the database included: the cap's until
+    // the key's verdict replaces them.
+    Object.assign(call.headers, decision.headers)
     return { source, platform, refusal: decision.refusal }
   }
 
