@@ -272,6 +272,37 @@ async function checkoutBaseline(
 }
 
 /**
+ * Each service contender applies its own commit's SQL functions when it starts (repeatable
+ * migrations, applied when a file's checksum differs from the recorded one). A function whose row
+ * type differs between the two commits (ingest_leads and log_deliveries since drizzle/0013) cannot
+ * be replaced in place: CREATE OR REPLACE refuses, and the older commit would fail at start. So with
+ * --baseline every service starts from none: the recorded checksums are forgotten and the
+ * application's PL/pgSQL functions dropped (their triggers with them), and the starting service
+ * creates its own. Tables and data are shared as before; `next` runs after (the endpoint's reset).
+ */
+async function forgetFunctionsBeforeEachService(
+  databaseUrl: string,
+  next?: (contender: Contender) => Promise<void>,
+): Promise<{ beforeService(contender: Contender): Promise<void>; close(): Promise<void> }> {
+  const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} })
+  return {
+    async beforeService(contender) {
+      await sql.begin(async (tx) => {
+        await tx`delete from drizzle.repeatable_migrations`
+        const functions = await tx`
+          select p.oid::regprocedure::text as signature from pg_proc p
+          join pg_namespace n on n.oid = p.pronamespace
+          join pg_language l on l.oid = p.prolang
+          where n.nspname = 'public' and l.lanname = 'plpgsql'`
+        for (const { signature } of functions) await tx.unsafe(`drop function if exists ${signature} cascade`)
+      })
+      await next?.(contender)
+    },
+    close: () => sql.end(),
+  }
+}
+
+/**
  * A loopback receiver answering 200 and one endpoint subscribed to `lead.created`: every service
  * contender then writes the outbox in ingest_leads() and delivers. Before each service starts the
  * outbox is emptied, so no contender delivers another's backlog; after it stops, how many events
@@ -492,6 +523,9 @@ if (import.meta.main) {
     if (cli.baseline) {
       const baseline = await checkoutBaseline(cli.baseline)
       cleanups.push(baseline.remove)
+      const forget = await forgetFunctionsBeforeEachService(databaseUrl, plan.beforeService)
+      cleanups.push(forget.close)
+      plan.beforeService = forget.beforeService
       services.push(serviceContender(`baseline ${baseline.label}`, serviceEnv, baseline.dir, cli.endpoint))
     }
     plan.contenders = [...services, ...handlers]

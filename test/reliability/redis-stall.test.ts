@@ -144,7 +144,9 @@ describe.skipIf(!redisServerAvailable())('Redis hangs for 10 s under 150 request
       await client.connect()
       const before = new Set(await client.keys('rl:management:*'))
       const fresh = (await seedThroughApi(replica.url, 1)).apiKeys[0]!
-      expect((await client.keys('rl:management:*')).filter((key) => !before.has(key)).length).toBeGreaterThan(0)
+      expect((await client.keys('rl:management:*')).filter((key) => !before.has(key)).length).toBeGreaterThan(
+        0,
+      )
       const counted = await platformTotal()
       expect((await postLead(replica.url, fresh, { email: uniqueEmail('after') })).status).toBe(200)
       await waitUntil(async () => (await platformTotal()) > counted, 2000, 'platform count in Redis')
