@@ -34,10 +34,13 @@ BEGIN
     FROM jsonb_to_recordset(p_items) AS x(idx integer, source_id uuid, received_at timestamptz)
     WHERE (SELECT true FROM webhook_sources s WHERE s.id = x.source_id)
   ),
+  -- The window read by a scalar subquery: one primary-key probe per item whatever the table's
+  -- statistics (a join was planned as a scan of every window while the table had none).
   windows AS MATERIALIZED (
     SELECT i.idx, i.source_id, i.received_at,
-      ARRAY(SELECT h FROM unnest(w.hits) h WHERE h > i.received_at - c_window) AS kept
-    FROM items i LEFT JOIN inbound_rate_windows w ON w.source_id = i.source_id
+      ARRAY(SELECT h FROM unnest((SELECT w.hits FROM inbound_rate_windows w WHERE w.source_id = i.source_id)) h
+        WHERE h > i.received_at - c_window) AS kept
+    FROM items i
     WHERE i.per_source = 1
   ),
   recorded AS (
