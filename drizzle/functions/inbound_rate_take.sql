@@ -56,11 +56,11 @@ BEGIN
 
   -- Sources with several requests in the group: one after another, in idx order.
   FOR v_source IN
-    SELECT x.source_id
-    FROM jsonb_to_recordset(p_items) AS x(source_id uuid)
-    WHERE (SELECT true FROM webhook_sources s WHERE s.id = x.source_id)
+    SELECT x.source_id FROM jsonb_to_recordset(p_items) AS x(source_id uuid)
     GROUP BY x.source_id HAVING count(*) > 1
   LOOP
+    -- the source check once per source here, not once per item
+    CONTINUE WHEN NOT EXISTS (SELECT 1 FROM webhook_sources s WHERE s.id = v_source);
     v_hits := COALESCE((SELECT w.hits FROM inbound_rate_windows w WHERE w.source_id = v_source), '{}');
     FOR v_item IN
       SELECT x.idx, x.received_at
