@@ -65,7 +65,11 @@ const clock = new FakeClock(Date.now())
 const ctx = await createContext(config, { limiter: new MemoryRateLimiter(), clock })
 const services = buildServices(ctx)
 const writer = services.inbound.writer
-writer.ingest = async () => ({ leadId: Bun.randomUUIDv7(), outcome: 'created' })
+writer.ingest = async () => ({
+  leadId: Bun.randomUUIDv7(),
+  outcome: 'created',
+  verdict: { allowed: true, remaining: 59, resetMs: 60_000 },
+})
 const service = createApp(ctx, { services }).listen({ port: servicePort, hostname: '127.0.0.1' })
 
 // The same pipeline with the input guard switched off (every check a no-op).

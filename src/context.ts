@@ -3,7 +3,16 @@ import type { Config } from './config'
 import { type Database, type DatabaseHandle, openDatabase } from './db/client'
 import { type Clock, systemClock } from './lib/clock'
 import { bufferedStdoutSink, createLogger, type Logger } from './lib/logger'
-import { MemoryRateLimiter, openRedisConnection, type RateLimiter, RedisRateLimiter } from './lib/rate-limit'
+import {
+  LocalPlatformCap,
+  MemoryRateLimiter,
+  openRedisConnection,
+  type PlatformCap,
+  platformRule,
+  type RateLimiter,
+  RedisRateLimiter,
+  SharedPlatformCap,
+} from './lib/rate-limit'
 import { openSecretBox, type SecretBox } from './lib/secrets'
 
 /**
@@ -17,6 +26,11 @@ export interface AppContext {
   /** The limiter's ioredis client (tests inspect Redis through it); null without Redis or with REDIS_DRIVER=bun. */
   redis: Redis | null
   limiter: RateLimiter
+  /**
+   * The platform-wide cap of the inbound route, decided without a round trip (platform-cap.ts):
+   * shared through Redis when the limiter is, the replica's own count otherwise.
+   */
+  platformCap: PlatformCap
   logger: Logger
   clock: Clock
   /** Encrypts the secrets the service must read back (webhook signing secrets). */
@@ -64,6 +78,7 @@ export async function createContext(config: Config, overrides: ContextOverrides 
 
   let redis: Redis | null = null
   let limiter: RateLimiter
+  let platformCap: PlatformCap = new LocalPlatformCap(platformRule({ config }))
   if (overrides.limiter) limiter = overrides.limiter
   else if (config.redisUrl) {
     const connection = openRedisConnection(config.redisUrl, config.redisDriver)
@@ -71,9 +86,16 @@ export async function createContext(config: Config, overrides: ContextOverrides 
     // Start-up waits briefly so the first requests use the shared limiter, but never fails on Redis.
     await connection.waitReady(1000)
     limiter = new RedisRateLimiter(connection, new MemoryRateLimiter(), logger, overrides.rateLimitKeyPrefix)
+    platformCap = new SharedPlatformCap(
+      connection,
+      platformRule({ config }),
+      logger,
+      overrides.rateLimitKeyPrefix,
+    )
     closers.push(() => connection.close())
   } else limiter = new MemoryRateLimiter()
   closers.push(() => limiter.close())
+  closers.push(() => platformCap.close())
 
   const context: AppContext = {
     config,
@@ -81,6 +103,7 @@ export async function createContext(config: Config, overrides: ContextOverrides 
     db: database.db,
     redis,
     limiter,
+    platformCap,
     logger,
     clock,
     get secretBox() {

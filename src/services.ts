@@ -59,6 +59,8 @@ export function buildServices(ctx: AppContext, parts: ServiceParts = {}) {
   const webhookEndpoints = new WebhookEndpointsService(ctx, deliverySignal)
   // Delivery-log entries that store no lead (refusals, spam, counted floods).
   const deliveryLogWriter = new DeliveryLogWriter(ctx)
+  // The inbound statements: the group commit's ingest_leads() and the count of preflights and GETs.
+  const inboundRepository = new InboundRepository(ctx)
   const services = {
     requests,
     inputGuard,
@@ -79,9 +81,10 @@ export function buildServices(ctx: AppContext, parts: ServiceParts = {}) {
       registry: requests,
       sources: sourceCache,
       checkLimit,
+      repository: inboundRepository,
       // Accepted leads, grouped into one ingest_leads() call; a group that queued webhook events
       // wakes this replica's delivery worker.
-      writer: new GroupCommitWriter(ctx, new InboundRepository(ctx), deliverySignal),
+      writer: new GroupCommitWriter(ctx, inboundRepository, deliverySignal),
       deliveryLogs: deliveryLogWriter,
       rejections: new RejectionAggregator(ctx, deliveryLogWriter),
       lastRequests: new LastRequestRecorder(ctx),

@@ -4,20 +4,34 @@
 -- statement re-runnable (CREATE OR REPLACE).
 --
 -- The group commit of the inbound route (src/modules/inbound/repository.ts): every item of a group
--- in one set-based statement. It takes the dedup keys' advisory locks (exclusive) and each item's
--- source (shared) in one global order, fails a group whose items share a dedup key (LC409: the
--- caller splits it), skips items whose source was deleted meanwhile (they get no row back: 404),
--- writes the lead, its delivery-log entry and, when the organization has an enabled endpoint, the
--- outbound webhook outbox in the same transaction. The source check is a scalar subquery, always
--- one index probe per item (as EXISTS it was planned as a hash semi-join over every source).
--- History: drizzle/0001, 0003, 0005, 0006, 0007, 0009, 0011.
-CREATE OR REPLACE FUNCTION ingest_leads(p_items jsonb)
-  RETURNS TABLE (idx integer, lead_id uuid, outcome text, webhook_events boolean)
+-- in one set-based statement. It takes the dedup keys' and each item's source's advisory locks
+-- (all exclusive) in one global order, fails a group whose items share a dedup key (LC409: the
+-- caller splits it), applies the per-key limit (inbound_rate_take: an item over it is refused with
+-- outcome `rate_limited` and writes nothing; its caller answers 429 and counts it with the other
+-- 429s), skips items whose source was deleted meanwhile (they get no row back: 404), writes the
+-- lead, its delivery-log entry and, when the organization has an enabled endpoint, the outbound
+-- webhook outbox in the same transaction. Every row carries the key's window after the item
+-- (remaining, reset_ms: the X-RateLimit headers).
+-- The source lock is exclusive since the limit moved here (drizzle/0013): the window's read and
+-- write must not interleave. It still makes a source's delete wait for its writers
+-- (webhook_sources_wait_for_writers), and it is never contended at scale: the limit keeps any one
+-- source at one counted request a second.
+-- History: drizzle/0001, 0003, 0005, 0006, 0007, 0009, 0011, 0013.
+-- The row type grew (remaining, reset_ms) with 0013: CREATE OR REPLACE cannot change it.
+DROP FUNCTION IF EXISTS ingest_leads(jsonb);
+--> statement-breakpoint
+CREATE FUNCTION ingest_leads(p_items jsonb)
+  RETURNS TABLE (idx integer, lead_id uuid, outcome text, webhook_events boolean, remaining integer,
+    reset_ms integer)
 LANGUAGE plpgsql AS $$
 DECLARE
   v_duplicates bigint;
   v_locked bigint;
   v_webhook_events boolean;
+  v_rate_idx integer[];
+  v_rate_allowed boolean[];
+  v_rate_remaining integer[];
+  v_rate_reset integer[];
 BEGIN
   WITH keys AS (
     SELECT 'e:' || (e->>'organization_id') || ':' || (e->>'email_normalized') AS key
@@ -28,7 +42,7 @@ BEGIN
   ), locks AS (
     SELECT DISTINCT hashtextextended('lead:' || key, 0) AS hash, false AS shared FROM keys
     UNION
-    SELECT hashtextextended('source:' || (e->>'source_id'), 0), true FROM jsonb_array_elements(p_items) e
+    SELECT hashtextextended('source:' || (e->>'source_id'), 0), false FROM jsonb_array_elements(p_items) e
   )
   SELECT (SELECT count(*) FROM keys) - (SELECT count(DISTINCT key) FROM keys),
     (SELECT count(CASE WHEN shared THEN pg_advisory_xact_lock_shared(hash) ELSE pg_advisory_xact_lock(hash) END)
@@ -37,6 +51,12 @@ BEGIN
   IF v_duplicates <> 0 THEN
     RAISE EXCEPTION 'two items of one group share a dedup key' USING ERRCODE = 'LC409';
   END IF;
+
+  -- The per-key limit, after the locks (a new statement, so a new snapshot: no source deleted
+  -- before the locks were granted is counted, and items whose source is gone get no verdict).
+  SELECT array_agg(r.idx), array_agg(r.allowed), array_agg(r.remaining), array_agg(r.reset_ms)
+  INTO v_rate_idx, v_rate_allowed, v_rate_remaining, v_rate_reset
+  FROM inbound_rate_take(p_items) r;
 
   -- Outbound webhooks (drizzle/0010): only a group whose organization has an enabled endpoint writes
   -- events, by a statement of its own after the leads are written. Without endpoints this probe of a
@@ -52,13 +72,19 @@ BEGIN
   -- A new statement, so a new snapshot: it sees every lead committed by whoever held a lock first,
   -- and no source deleted before this group's locks were granted.
   RETURN QUERY
-  WITH items AS (
-    SELECT * FROM jsonb_to_recordset(p_items) AS x(
+  WITH rates AS (
+    SELECT * FROM unnest(v_rate_idx, v_rate_allowed, v_rate_remaining, v_rate_reset)
+      AS r(idx, allowed, remaining, reset_ms)
+  ),
+  -- Only the items the limit admitted; inbound_rate_take gave no verdict to an item whose source
+  -- is gone, so the join also leaves those out.
+  items AS (
+    SELECT x.*, r.remaining, r.reset_ms FROM jsonb_to_recordset(p_items) AS x(
       idx integer, organization_id uuid, source_id uuid, new_lead_id uuid, log_id uuid, first_name text,
       last_name text, email text, email_normalized text, phone_raw text, phone_e164 text, status text,
       custom_fields jsonb, attribution jsonb, received_at timestamptz, client_ip text, origin text,
       user_agent text, body_bytes integer, body text, body_truncated boolean, duration_ms real)
-    WHERE (SELECT true FROM webhook_sources s WHERE s.id = x.source_id)
+    JOIN rates r ON r.idx = x.idx AND r.allowed
   ),
   -- DESIGN §7: the lead with the same normalised e-mail, else the oldest with the same E.164 phone.
   matched AS MATERIALIZED (
@@ -120,8 +146,11 @@ BEGIN
     FROM matched m
   )
   SELECT m.idx, COALESCE(m.existing_id, m.new_lead_id),
-    CASE WHEN m.existing_id IS NULL THEN 'created' ELSE 'updated' END, v_webhook_events
-  FROM matched m;
+    CASE WHEN m.existing_id IS NULL THEN 'created' ELSE 'updated' END, v_webhook_events, m.remaining, m.reset_ms
+  FROM matched m
+  UNION ALL
+  SELECT r.idx, NULL::uuid, 'rate_limited', v_webhook_events, r.remaining, r.reset_ms
+  FROM rates r WHERE NOT r.allowed;
 
   IF NOT v_webhook_events THEN
     RETURN;

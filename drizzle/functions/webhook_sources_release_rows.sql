@@ -8,12 +8,14 @@
 -- lead). The rules they kept: writers hold each source with a shared advisory lock (`source:<id>`)
 -- and skip items whose source is gone; a deleted source waits for those writers (this BEFORE DELETE
 -- trigger, exclusive lock on the same key), then its leads keep their data without a source and
--- its delivery logs go (AFTER DELETE); a deleted organization takes its leads with it.
--- History: drizzle/0009.
+-- its delivery logs and its rate-limit window go (AFTER DELETE); a deleted organization takes its
+-- leads with it.
+-- History: drizzle/0009, 0013 (the window).
 CREATE OR REPLACE FUNCTION webhook_sources_release_rows() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   UPDATE leads SET source_id = NULL WHERE source_id = OLD.id;
   DELETE FROM delivery_logs WHERE source_id = OLD.id;
+  DELETE FROM inbound_rate_windows WHERE source_id = OLD.id;
   RETURN NULL;
 END;
 $$;

@@ -1,13 +1,14 @@
 import { beforeAll, describe, expect, test } from 'bun:test'
 import { FakeClock } from '../../src/lib/clock'
 import { email, logsOf, post, setup } from '../helpers/inbound'
-import { loggedLines, testDatabase } from '../helpers/test-app'
+import { loggedLines, makeTestApp, testDatabase } from '../helpers/test-app'
 
 beforeAll(() => testDatabase(), 60_000)
 
 // The order of the pipeline (spec §4): the limit and the allow lists come before the body, so a
 // request they refuse answers that refusal whatever its body, and nothing of the body acts or is
-// logged. Kept as a class test for any change that moves body work earlier (docs/architecture.md,
+// logged. The per-key limit is decided by the database in the statement that ends the request
+// (docs/architecture.md "One round trip"), after the body was read: its 429 still wins. Kept as a class test for any change that moves body work earlier (docs/architecture.md,
 // "One round trip instead of two": option C was tried that way).
 
 const CARD_BODY = () => ({ email: email(), card_number: '4111 1111 1111 1111' })
@@ -26,6 +27,9 @@ async function cases(): Promise<Array<Case & { ctx: Awaited<ReturnType<typeof se
   const limited = await setup({}, { clock })
   // The key's 60 requests of the minute, then every request is over the limit.
   for (let index = 0; index < 60; index++) await post(limited.app, limited.apiKey, { email: email() })
+  // The same key on a second replica (an app of its own on the same database) that never saw the
+  // 60: its pre-check knows nothing, the database decides the 429 after the body was read.
+  const otherReplica = await makeTestApp({ clock })
   const byIp = await setup({ ipAllowlist: ['203.0.113.7'] })
   const byDomain = await setup({ domainAllowlist: ['shop.test'] })
   return [
@@ -35,6 +39,13 @@ async function cases(): Promise<Array<Case & { ctx: Awaited<ReturnType<typeof se
       error: 'rate_limited',
       ctx: limited.ctx,
       refusedWith: (body) => post(limited.app, limited.apiKey, body),
+    },
+    {
+      label: 'over the key limit, counted on another replica',
+      status: 429,
+      error: 'rate_limited',
+      ctx: otherReplica.ctx,
+      refusedWith: (body) => post(otherReplica.app, limited.apiKey, body),
     },
     {
       label: 'outside the IP allow list',

@@ -32,6 +32,32 @@ describe('POST /api/webhook/lead/{api_key}: outcomes', () => {
     expect(logged.map((log) => log.leadId).sort()).toEqual(results.map((result) => result.leadId).sort())
   })
 
+  test('one group over its key limit: the items past the 60th are refused (rate_limited) and write nothing', async () => {
+    const { ctx, services, organization, source } = await setup()
+    const { writer } = services.inbound
+    // One statement decides the limit for a source's items one after another, in arrival order.
+    const results = await Promise.all(
+      Array.from({ length: 62 }, () => writer.ingest(source, leadWithEmail(email()), requestFacts())),
+    )
+    expect(results.map((result) => result.outcome)).toEqual([
+      ...Array(60).fill('created'),
+      'rate_limited',
+      'rate_limited',
+    ])
+    expect(results.map((result) => result.verdict.remaining)).toEqual([
+      ...Array.from({ length: 60 }, (_, index) => 59 - index),
+      0,
+      0,
+    ])
+    expect(results.slice(60).map((result) => [result.leadId, result.verdict.allowed])).toEqual([
+      [null, false],
+      [null, false],
+    ])
+    expect(await commitSizes(ctx, source.id)).toEqual([60])
+    const stored = await ctx.db.select().from(leads).where(eq(leads.organizationId, organization.id))
+    expect(stored).toHaveLength(60)
+  })
+
   test('submissions of one person queued in the same turn go in different groups: 1 created, 1 updated', async () => {
     const { ctx, services, organization, source } = await setup()
     const { writer } = services.inbound
@@ -104,9 +130,19 @@ describe('POST /api/webhook/lead/{api_key}: outcomes', () => {
       ),
     ])
     expect((await commitSizes(ctx, source.id)).slice(before.length)).toEqual([2])
+    const anyNumber: number = expect.any(Number)
     expect(results).toEqual([
-      { leadId: first!.leadId, outcome: 'updated' },
-      { leadId: first!.leadId, outcome: 'updated' },
+      // The key's window after each: the first lead, then these two in idx order.
+      {
+        leadId: first!.leadId!,
+        outcome: 'updated',
+        verdict: { allowed: true, remaining: 58, resetMs: anyNumber },
+      },
+      {
+        leadId: first!.leadId!,
+        outcome: 'updated',
+        verdict: { allowed: true, remaining: 57, resetMs: anyNumber },
+      },
     ])
     const [lead, ...others] = await ctx.db
       .select()

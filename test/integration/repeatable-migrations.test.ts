@@ -74,12 +74,15 @@ describe('repeatable migrations (drizzle/functions)', () => {
         sql`SELECT name, checksum FROM drizzle.repeatable_migrations ORDER BY name`,
       )
       expect(recorded).toEqual(files.map(({ name, checksum }) => ({ name, checksum })))
-      // The live ingest_leads is the file's: the return type of drizzle/0011 with webhook_events.
+      // The live ingest_leads is the file's: the return type of drizzle/0011 with webhook_events,
+      // grown with the key's window (0013: the file drops the older definition first).
       const [ingest] = await sqlRows<{ result: string }>(
         fresh.db,
         sql`SELECT pg_get_function_result('ingest_leads(jsonb)'::regprocedure) AS result`,
       )
-      expect(ingest!.result).toBe('TABLE(idx integer, lead_id uuid, outcome text, webhook_events boolean)')
+      expect(ingest!.result).toBe(
+        'TABLE(idx integer, lead_id uuid, outcome text, webhook_events boolean, remaining integer, reset_ms integer)',
+      )
       const triggers = await sqlRows<{ tgname: string }>(
         fresh.db,
         sql`SELECT tgname FROM pg_trigger WHERE NOT tgisinternal ORDER BY tgname`,

@@ -51,7 +51,14 @@ describe('deleting a source or an organization', () => {
             [ingestItem(organization.id, created.id, leadId)] as never,
           ])) as unknown as Array<Record<string, unknown>>
           expect([...written]).toEqual([
-            { idx: 0, lead_id: leadId, outcome: 'created', webhook_events: false },
+            {
+              idx: 0,
+              lead_id: leadId,
+              outcome: 'created',
+              webhook_events: false,
+              remaining: 59,
+              reset_ms: 60_000,
+            },
           ])
         },
         () => call(app, token, 'DELETE', `${BASE}/${created.id}`),
@@ -63,6 +70,12 @@ describe('deleting a source or an organization', () => {
       expect(await ctx.db.select().from(deliveryLogs).where(eq(deliveryLogs.sourceId, created.id))).toEqual(
         [],
       )
+      // …and its rate-limit window (the lead counted against it).
+      expect(
+        await ctx.database.query('select source_id from inbound_rate_windows where source_id = $1', [
+          created.id,
+        ]),
+      ).toEqual([])
     },
   )
 

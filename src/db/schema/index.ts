@@ -1,5 +1,6 @@
 export * from './delivery-log-rollups'
 export * from './delivery-logs'
+export * from './inbound-rate-windows'
 export * from './leads'
 export * from './organizations'
 export * from './personal-access-tokens'

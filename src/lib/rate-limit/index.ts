@@ -1,5 +1,6 @@
 export * from './decision'
 export { MemoryRateLimiter } from './memory'
+export { FLUSH_INTERVAL_MS, LocalPlatformCap, type PlatformCap, SharedPlatformCap } from './platform-cap'
 export { MAX_TRIP_MS, MIN_TRIP_MS, RedisRateLimiter, tripThresholdMs } from './redis'
 export { createRedis, ioredisConnection, openRedisConnection, type RedisConnection } from './redis-connection'
 export * from './types'

@@ -28,6 +28,16 @@ export interface DeliveryLogEntry {
   repeatCount?: number
 }
 
+/**
+ * The per-key limit's verdict on a counted request (the inbound route's KeyVerdict, key-limit.ts):
+ * whether it was within the limit, what remains, the milliseconds until a slot frees.
+ */
+export interface WindowVerdict {
+  allowed: boolean
+  remaining: number
+  resetMs: number
+}
+
 /** What a delivery-log entry records about the request itself. */
 export type RequestFacts = Pick<
   DeliveryLogEntry,
@@ -62,9 +72,27 @@ export type RequestColumns = ReturnType<typeof requestColumns>
 export class DeliveryLogWriter {
   constructor(private readonly ctx: AppContext) {}
 
+  /** Entries that count against no key's limit (aggregated 429s, a disabled source's 404s). */
   async write(entries: readonly DeliveryLogEntry[]): Promise<void> {
     if (entries.length === 0) return
-    const items = entries.map((entry) => ({
+    await this.run(entries, false)
+  }
+
+  /**
+   * The entry of a request that counts against its key's limit (docs/architecture.md "One round
+   * trip"): the limit is applied first, in the same statement, and the entry is written only when
+   * the request was within it. The verdict, or null when the source was deleted meanwhile (nothing
+   * written).
+   */
+  async writeCounted(entry: DeliveryLogEntry): Promise<WindowVerdict | null> {
+    const [row] = await this.run([entry], true)
+    return row ? { allowed: row.allowed, remaining: row.remaining, resetMs: row.reset_ms } : null
+  }
+
+  private run(entries: readonly DeliveryLogEntry[], counted: boolean) {
+    const items = entries.map((entry, idx) => ({
+      idx,
+      counted,
       id: newId(),
       source_id: entry.sourceId,
       organization_id: entry.organizationId,
@@ -78,6 +106,9 @@ export class DeliveryLogWriter {
     }))
     // A function call: a `sql` template through sqlRows (docs/architecture.md "Speaking SQL"). Not on
     // the accepted path (refusals, spam, floods counted once a second), so not a prepared statement.
-    await sqlRows(this.ctx.db, sql`select log_deliveries(${JSON.stringify(items)}::jsonb) as written`)
+    return sqlRows<{ idx: number; allowed: boolean; remaining: number; reset_ms: number }>(
+      this.ctx.db,
+      sql`select idx, allowed, remaining, reset_ms from log_deliveries(${JSON.stringify(items)}::jsonb)`,
+    )
   }
 }

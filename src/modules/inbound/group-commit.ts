@@ -2,6 +2,7 @@ import type { AppContext } from '../../context'
 import { isDatabaseUnavailable } from '../../lib/errors'
 import type { RequestFacts } from '../delivery-logs/log-writer'
 import type { DeliverySignal } from '../webhook-endpoints/signal'
+import type { KeyVerdict } from './key-limit'
 import type { NormalizedLead } from './normalize'
 import { type InboundRepository, type IngestItem, type IngestRow, ingestItem } from './repository'
 
@@ -19,10 +20,14 @@ export class SourceGoneError extends Error {
   }
 }
 
-export interface IngestResult {
-  leadId: string
-  outcome: IngestRow['outcome']
-}
+/**
+ * What the group commit did with one lead: stored it (created or updated), or refused it because
+ * its key was over the limit (nothing written). Either way the key's window after it.
+ */
+export type IngestResult = { verdict: KeyVerdict } & (
+  | { outcome: 'created' | 'updated'; leadId: string }
+  | { outcome: 'rate_limited'; leadId: null }
+)
 
 interface Waiting {
   item: IngestItem
@@ -64,7 +69,10 @@ export class GroupCommitWriter {
     this.maxInFlight = ctx.database.engine === 'pglite' ? 1 : ctx.config.databasePoolSize
   }
 
-  /** Dedup + insert or update + delivery-log entry of one accepted lead, resolved after commit. */
+  /**
+   * The per-key limit, then dedup + insert or update + delivery-log entry of one lead, resolved
+   * after commit (ingest_leads() decides the limit in the same statement).
+   */
   ingest(
     source: { id: string; organizationId: string },
     lead: NormalizedLead,
@@ -154,7 +162,16 @@ export class GroupCommitWriter {
     const answered = new Set<number>()
     for (const row of rows) {
       answered.add(row.idx)
-      group[row.idx]!.resolve({ leadId: row.lead_id, outcome: row.outcome })
+      const verdict = {
+        allowed: row.outcome !== 'rate_limited',
+        remaining: row.remaining,
+        resetMs: row.reset_ms,
+      }
+      group[row.idx]!.resolve(
+        row.outcome === 'rate_limited'
+          ? { outcome: row.outcome, leadId: null, verdict }
+          : { outcome: row.outcome, leadId: row.lead_id, verdict },
+      )
     }
     // The function returns no row for an item whose source was deleted meanwhile.
     if (answered.size < group.length) {

@@ -1,9 +1,9 @@
 import type { Config } from '../../config'
 import type { CachedSource } from '../sources/source-cache'
 import { MAX_BODY_BYTES } from './body'
+import { INBOUND_LIMIT_PER_MIN } from './key-limit'
 import type { InboundInfo } from './model'
 import { CUSTOM_FIELDS_MAX_COUNT, LEAD_FIELDS } from './normalize'
-import { INBOUND_LIMIT_PER_MIN } from './service'
 
 const FIELD_DESCRIPTIONS: Record<keyof typeof LEAD_FIELDS, string> = {
   first_name: 'first name',

@@ -1,6 +1,13 @@
+import { sql } from 'drizzle-orm'
 import type { AppContext } from '../../context'
+import { sqlRows } from '../../db/rows'
 import { newId } from '../../lib/ids'
-import { type RequestColumns, type RequestFacts, requestColumns } from '../delivery-logs/log-writer'
+import {
+  type RequestColumns,
+  type RequestFacts,
+  requestColumns,
+  type WindowVerdict,
+} from '../delivery-logs/log-writer'
 import type { Outcome } from '../delivery-logs/model'
 import type { NormalizedLead } from './normalize'
 
@@ -26,13 +33,34 @@ export interface IngestItem extends RequestColumns {
   attribution: Record<string, unknown>
 }
 
-/** A row of ingest_leads(): none for an item whose source was deleted meanwhile. */
-export interface IngestRow {
+/**
+ * A row of ingest_leads(): none for an item whose source was deleted meanwhile. An item over its
+ * key's limit is `rate_limited`, with no lead (nothing of it was written).
+ */
+export type IngestRow = {
   idx: number
-  lead_id: string
-  outcome: Extract<Outcome, 'created' | 'updated'>
   /** The group queued webhook events (its organization has endpoints). */
   webhook_events: boolean
+  /** The key's window after the item: the X-RateLimit headers (key-limit.ts). */
+  remaining: number
+  reset_ms: number
+} & (
+  | { lead_id: string; outcome: Extract<Outcome, 'created' | 'updated'> }
+  | { lead_id: null; outcome: 'rate_limited' }
+)
+
+/** A request on a webhook URL that counts against its key and writes nothing when admitted. */
+export interface CountedRequest {
+  sourceId: string
+  receivedAt: Date
+}
+
+/** A verdict of inbound_rate_take() (drizzle/functions/inbound_rate_take.sql). */
+export interface RateRow {
+  idx: number
+  allowed: boolean
+  remaining: number
+  reset_ms: number
 }
 
 export function ingestItem(
@@ -66,7 +94,8 @@ export function ingestItem(
  * on every call. Its one parameter is JSON text, a scalar, so with DATABASE_DRIVER=bun-sql it runs
  * on Bun.sql (src/db/bun-sql.ts). The function it calls: drizzle/functions/ingest_leads.sql.
  */
-const INGEST_SQL = 'select idx, lead_id, outcome, webhook_events from ingest_leads($1::jsonb)'
+const INGEST_SQL =
+  'select idx, lead_id, outcome, webhook_events, remaining, reset_ms from ingest_leads($1::jsonb)'
 
 /** The inbound statements. The group-commit writer (group-commit.ts) decides what goes together. */
 export class InboundRepository {
@@ -78,5 +107,18 @@ export class InboundRepository {
    */
   ingestLeads(items: readonly IngestItem[]): Promise<IngestRow[]> {
     return this.ctx.database.query<IngestRow>(INGEST_SQL, [JSON.stringify(items)])
+  }
+
+  /**
+   * The per-key limit for a preflight or an informational GET (count_inbound_requests): its verdict,
+   * or null when the source was deleted meanwhile. Not on the accepted path: a `sql` template.
+   */
+  async countRequest(request: CountedRequest): Promise<WindowVerdict | null> {
+    const items = [{ idx: 0, source_id: request.sourceId, received_at: request.receivedAt.toISOString() }]
+    const [row] = await sqlRows<RateRow>(
+      this.ctx.db,
+      sql`select idx, allowed, remaining, reset_ms from count_inbound_requests(${JSON.stringify(items)}::jsonb)`,
+    )
+    return row ? { allowed: row.allowed, remaining: row.remaining, resetMs: row.reset_ms } : null
   }
 }

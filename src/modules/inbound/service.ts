@@ -3,22 +3,22 @@ import { AppError, errors } from '../../lib/errors'
 import type { RequestRegistry } from '../../lib/http'
 import { type InputGuard, PayloadTooLargeError } from '../../lib/input-guard'
 import { ipInRanges } from '../../lib/ip'
-import { platformRule, type RateLimitCheck, type RateLimitRule, WINDOW_MS } from '../../lib/rate-limit'
+import { type BucketState, platformRule, type RateLimitCheck, WINDOW_MS } from '../../lib/rate-limit'
 import { digestSecret, isWellFormedSecret } from '../../lib/secrets'
 import type { DeliveryLogEntry, DeliveryLogWriter } from '../delivery-logs/log-writer'
 import type { CachedSource, SourceCache } from '../sources/source-cache'
 import { bodyForLog, isJsonContentType, readLimitedBody } from './body'
 import { CORS_GRANT_HEADERS, checkDomain, corsHeaders, preflightHeaders } from './cors'
 import { type GroupCommitWriter, SourceGoneError } from './group-commit'
+import { FullWindows, inboundDecision, type KeyVerdict } from './key-limit'
 import type { LastRequestRecorder } from './last-request'
 import type { InboundOutcomeBody } from './model'
 import { type NormalizedLead, normalizeLead } from './normalize'
 import { isPhoneField, scrubBody, scrubNullableText, scrubText } from './redact'
 import type { RejectionAggregator } from './rejection-aggregator'
+import type { InboundRepository } from './repository'
 import { spamReasons } from './spam'
 
-/** Spec §8: 60 requests per minute per source key, `Retry-After: 60` when exceeded. */
-export const INBOUND_LIMIT_PER_MIN = 60
 /** Requests naming no usable key are limited per client IP, so key guessing is throttled too. */
 export const INVALID_KEY_LIMIT_PER_MIN = 60
 
@@ -35,20 +35,42 @@ export interface InboundCall {
   headers: Record<string, unknown>
 }
 
-/** A usable source found by its key; the key's digest names its rate-limit bucket. */
+/** A usable source found by its key. */
 export interface ResolvedSource {
   source: CachedSource
   keyDigest: string
 }
 
-/** One POST to a real source: what every delivery-log entry of the request is made from. */
-interface Delivery {
-  request: Request
+/**
+ * A request to a real source that counts against its key's limit: what the limit's verdict needs
+ * (its headers go into `headers`, InboundCall.headers).
+ */
+interface KeyedRequest {
   source: CachedSource
-  clientIp: string
   receivedAt: Date
+  /** The platform cap's bucket, taken when the request was admitted. */
+  platform: BucketState
+  headers: Record<string, unknown>
+}
+
+/** One POST to a real source: what every delivery-log entry of the request is made from. */
+interface Delivery extends KeyedRequest {
+  request: Request
+  clientIp: string
   /** performance.now() at arrival, for the entry's duration. */
   started: number
+  /**
+   * Fields the card-data rule removed from the body (redact.ts), logged once the key's limit has
+   * admitted the request: a request over the limit answers its 429 as if its body never acted.
+   */
+  redacted: string[]
+}
+
+/** What admission found: the source, the platform cap's bucket, and the 429 when refused already. */
+interface Admission {
+  source: CachedSource
+  platform: BucketState
+  refusal: AppError | null
 }
 
 /** The body's share of a delivery-log entry: its size and its cleaned text, cut for the log. */
@@ -67,7 +89,12 @@ const MISSING_CONTACT_MESSAGE = 'a lead needs a valid "email" or a "phone_raw" t
 /**
  * The inbound pipeline, in the order of DESIGN §7 (spec §4): key format → source (cache) → rate
  * limit → IP and domain allow lists → size → JSON object → mapping → field types → spam → contact
- * rule → dedup + store. One limiter round trip and one database statement on the accepted path.
+ * rule → dedup + store. One database statement on the accepted path, and no other round trip: the
+ * per-key limit is decided by PostgreSQL in the statement that ends the request (ingest_leads, or
+ * log_deliveries for a refusal), its 429 winning over whatever else the request would have got, so
+ * the order of the checks holds (docs/architecture.md "One round trip"). The platform cap is
+ * decided by the replica (ctx.platformCap), and a key known to be over its limit is refused
+ * without a statement (FullWindows).
  */
 export class InboundService {
   /** Accepted leads, written in groups (group-commit.ts). */
@@ -79,6 +106,9 @@ export class InboundService {
   private readonly guard: InputGuard
   private readonly sources: SourceCache
   private readonly checkLimit: RateLimitCheck
+  private readonly repository: InboundRepository
+  /** Keys the database reported as full, refused here until their oldest request leaves the window. */
+  private readonly fullWindows = new FullWindows()
 
   /**
    * Every collaborator is built by buildServices (src/services.ts) and passed in: the writers are
@@ -93,6 +123,7 @@ export class InboundService {
       registry: RequestRegistry
       sources: SourceCache
       checkLimit: RateLimitCheck
+      repository: InboundRepository
       writer: GroupCommitWriter
       deliveryLogs: DeliveryLogWriter
       rejections: RejectionAggregator
@@ -103,6 +134,7 @@ export class InboundService {
     this.registry = deps.registry
     this.sources = deps.sources
     this.checkLimit = deps.checkLimit
+    this.repository = deps.repository
     this.writer = deps.writer
     this.deliveryLogs = deps.deliveryLogs
     this.rejections = deps.rejections
@@ -114,8 +146,17 @@ export class InboundService {
     const started = performance.now()
     const receivedAt = new Date(this.ctx.clock.now())
     const clientIp = this.registry.get(call.request).clientIp
-    const { source, refusal: limited } = await this.admit(call, clientIp)
-    const delivery: Delivery = { request: call.request, source, clientIp, receivedAt, started }
+    const { source, platform, refusal: limited } = await this.admit(call, clientIp, receivedAt)
+    const delivery: Delivery = {
+      request: call.request,
+      source,
+      clientIp,
+      receivedAt,
+      started,
+      platform,
+      headers: call.headers,
+      redacted: [],
+    }
     this.lastRequests.note(source.id, receivedAt.getTime())
     if (limited) return this.countFlood(delivery, limited)
 
@@ -156,47 +197,81 @@ export class InboundService {
    */
   async preflight(call: InboundCall): Promise<void> {
     const clientIp = this.registry.get(call.request).clientIp
-    const { source, refusal } = await this.admit(call, clientIp)
+    const receivedAt = new Date(this.ctx.clock.now())
+    const { source, platform, refusal } = await this.admit(call, clientIp, receivedAt)
     if (refusal) throw refusal
+    const keyed: KeyedRequest = { source, receivedAt, platform, headers: call.headers }
     const domain = checkDomain(source, call.request)
     if (!domain.allowed) {
-      for (const name of CORS_GRANT_HEADERS) delete call.headers[name]
       const refused = new AppError(
         'domain_not_allowed',
         `requests from ${domain.host ?? 'an unknown origin'} are not allowed`,
       )
-      await this.deliveryLogs.write([
-        logEntry(source, call.request, clientIp, new Date(this.ctx.clock.now()), {
+      const verdict = await this.deliveryLogs.writeCounted(
+        logEntry(source, call.request, clientIp, receivedAt, {
           httpStatus: refused.status,
           reason: refused.code,
         }),
-      ])
+      )
+      // Over the limit, the 429 wins (as when the limit was checked first), with the CORS headers.
+      const limited = this.judge(keyed, verdict)
+      if (limited) throw limited
+      for (const name of CORS_GRANT_HEADERS) delete call.headers[name]
       throw refused
     }
+    const limited = this.judge(keyed, await this.repository.countRequest({ sourceId: source.id, receivedAt }))
+    if (limited) throw limited
     Object.assign(call.headers, preflightHeaders(source, call.request.headers.get('origin')))
   }
 
   /** The source behind a key for the informational GET: same 404s and limit as a POST. */
   async describeSource(call: InboundCall): Promise<CachedSource> {
-    const { source, refusal } = await this.admit(call, this.registry.get(call.request).clientIp)
+    const receivedAt = new Date(this.ctx.clock.now())
+    const { source, platform, refusal } = await this.admit(
+      call,
+      this.registry.get(call.request).clientIp,
+      receivedAt,
+    )
     if (refusal) throw refusal
+    const verdict = await this.repository.countRequest({ sourceId: source.id, receivedAt })
+    const limited = this.judge({ source, receivedAt, platform, headers: call.headers }, verdict)
+    if (limited) throw limited
     return source
   }
 
   /**
    * The first steps of every method on the webhook URL: the source behind the key (404), its CORS
-   * headers (on every answer from here on), then the per-key limit. The limit's refusal is returned
-   * for the caller to throw: a POST counts it in the delivery logs first.
+   * headers (on every answer from here on), then what the replica knows of the limits without a
+   * round trip: a key the database reported full is refused until its oldest request leaves the
+   * window (FullWindows, never wrongly), else the platform cap is taken. A refusal is returned for
+   * the caller to throw (a POST counts it in the delivery logs first); otherwise the key's verdict
+   * comes from the database in the statement that ends the request, and with it the headers (judge).
    */
-  private async admit(
-    call: InboundCall,
-    clientIp: string,
-  ): Promise<{ source: CachedSource; refusal: AppError | null }> {
-    const { source, keyDigest } = await this.resolveSource(call, clientIp)
+  private async admit(call: InboundCall, clientIp: string, receivedAt: Date): Promise<Admission> {
+    const { source } = await this.resolveSource(call, clientIp)
     Object.assign(call.headers, corsHeaders(source, call.request.headers.get('origin')))
-    const limit = await this.checkLimit([platformRule(this.ctx), keyRule(keyDigest)])
-    Object.assign(call.headers, limit.headers)
-    return { source, refusal: limit.refusal }
+    const now = receivedAt.getTime()
+    const full = this.fullWindows.check(source.id, now)
+    // A request the key refuses is not counted against the cap (as when both were one check).
+    const platform = full ? this.ctx.platformCap.peek(now) : this.ctx.platformCap.take(now)
+    const decision = inboundDecision(platform, full)
+    // Every answer carries the headers (DESIGN §5), a 503 of the database included: the cap's until
+    // the key's verdict replaces them.
+    Object.assign(call.headers, decision.headers)
+    return { source, platform, refusal: decision.refusal }
+  }
+
+  /**
+   * The key's verdict from the database on a request that counts against it: remembered for the
+   * pre-check, its headers written (with the platform cap's, the most constraining as before); the
+   * 429 when the request was over the limit. No verdict (the source was deleted meanwhile): the cap's
+   * headers alone.
+   */
+  private judge(request: KeyedRequest, verdict: KeyVerdict | null): AppError | null {
+    if (verdict) this.fullWindows.note(request.source.id, request.receivedAt.getTime(), verdict)
+    const decision = inboundDecision(request.platform, verdict)
+    Object.assign(request.headers, decision.headers)
+    return decision.refusal
   }
 
   /**
@@ -240,16 +315,39 @@ export class InboundService {
     throw refusal
   }
 
-  /** A refusal after the source is known: logged (with what is known of the body), then thrown. */
+  /**
+   * A refusal after the source is known: logged (with what is known of the body) and counted
+   * against the key in one statement, then thrown; over the limit it is the key's 429 instead.
+   */
   private async refuse(
     delivery: Delivery,
     error: AppError,
     extra: Partial<DeliveryLogEntry> = {},
   ): Promise<never> {
-    await this.deliveryLogs.write([
-      entryOf(delivery, { httpStatus: error.status, reason: error.code, ...extra }),
-    ])
+    await this.logCounted(delivery, { httpStatus: error.status, reason: error.code, ...extra })
     throw error
+  }
+
+  /**
+   * The delivery-log entry of a POST that stores no lead, written only if the key's limit admits
+   * the request (log_deliveries decides both in one statement); over the limit, the 429 is counted
+   * and thrown instead (countFlood).
+   */
+  private async logCounted(delivery: Delivery, overrides: Partial<DeliveryLogEntry>): Promise<void> {
+    const verdict = await this.deliveryLogs.writeCounted(entryOf(delivery, overrides))
+    const limited = this.judge(delivery, verdict)
+    if (limited) this.countFlood(delivery, limited)
+    this.logRedactions(delivery)
+  }
+
+  /** The card-data removal of an admitted request (its fields' names, never their values). */
+  private logRedactions(delivery: Delivery): void {
+    if (delivery.redacted.length === 0) return
+    this.ctx.logger.info('card data removed from an inbound body', {
+      request_id: this.registry.get(delivery.request).requestId,
+      source_id: delivery.source.id,
+      fields: delivery.redacted,
+    })
   }
 
   /** A body over the size limit (413, with the bytes received) or not UTF-8 (400). */
@@ -296,13 +394,7 @@ export class InboundService {
     const scrubbed = scrubBody(parsed as Record<string, unknown>, text, (name) =>
       isPhoneField(name, source.fieldMapping),
     )
-    if (scrubbed.redacted.length > 0) {
-      this.ctx.logger.info('card data removed from an inbound body', {
-        request_id: this.registry.get(delivery.request).requestId,
-        source_id: source.id,
-        fields: scrubbed.redacted,
-      })
-    }
+    delivery.redacted = scrubbed.redacted
     const logged = loggedBody(scrubbed.logText, bytes)
     // JSON text can carry NUL or a lone surrogate only as a \u escape (the body was decoded from
     // UTF-8, and a raw NUL is invalid JSON): without one, the walk has nothing to find.
@@ -322,24 +414,33 @@ export class InboundService {
     logged: LoggedBody,
     reasons: string[],
   ): Promise<InboundOutcome> {
-    await this.deliveryLogs.write([
-      entryOf(delivery, { ...logged, outcome: 'spam', reason: reasons[0] ?? null, spamReasons: reasons }),
-    ])
+    await this.logCounted(delivery, {
+      ...logged,
+      outcome: 'spam',
+      reason: reasons[0] ?? null,
+      spamReasons: reasons,
+    })
     return { status: 'spam', success: true }
   }
 
   /** Neither a valid e-mail nor a phone: a 200 that says so, logged, nothing stored. */
   private async answerMissingContact(delivery: Delivery, logged: LoggedBody): Promise<InboundOutcome> {
-    await this.deliveryLogs.write([
-      entryOf(delivery, { ...logged, outcome: 'error', reason: 'missing_contact' }),
-    ])
+    await this.logCounted(delivery, { ...logged, outcome: 'error', reason: 'missing_contact' })
     return { status: 'error', success: false, error: 'missing_contact', message: MISSING_CONTACT_MESSAGE }
   }
 
-  /** Dedup + store, with the lead's delivery-log entry, answered after the commit. */
+  /**
+   * The key's limit, dedup + store, with the lead's delivery-log entry, answered after the commit;
+   * over the limit, nothing is written and the 429 is counted like the others.
+   */
   private async store(delivery: Delivery, lead: NormalizedLead, logged: LoggedBody): Promise<InboundOutcome> {
     try {
       const stored = await this.writer.ingest(delivery.source, lead, entryOf(delivery, logged))
+      const limited = this.judge(delivery, stored.verdict)
+      if (limited) return this.countFlood(delivery, limited)
+      if (stored.outcome === 'rate_limited')
+        throw new Error('ingest_leads refused a lead its verdict admitted')
+      this.logRedactions(delivery)
       return { status: stored.outcome, success: true, lead_id: stored.leadId }
     } catch (error) {
       // The source was deleted after this request found it: the key no longer names a webhook.
@@ -349,17 +450,6 @@ export class InboundService {
       }
       throw error
     }
-  }
-}
-
-/** The per-key bucket, keyed by the key's digest so the key itself never reaches Redis. */
-export function keyRule(keyDigest: string): RateLimitRule {
-  return {
-    bucket: 'inbound',
-    key: keyDigest,
-    limit: INBOUND_LIMIT_PER_MIN,
-    windowMs: WINDOW_MS,
-    fixedRetryAfterSeconds: 60,
   }
 }
 
