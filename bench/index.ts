@@ -1,6 +1,6 @@
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { prepareBenchDatabase, printIngest, runIngestBenchmark } from './ingest'
+import { prepareBenchDatabase, printIngest, runIngestBenchmark, runTag } from './ingest'
 import { type OpenLoopResult, openLoop } from './open-loop'
 import { log, medianBy, megabytes, ROOT, round, spawnServer, spawnService } from './support'
 
@@ -146,7 +146,7 @@ function leadRequest(url: string, index: number, tag: string): { url: string; in
       body: JSON.stringify({
         first_name: 'Bench',
         last_name: 'User',
-        email: `${tag}-${Date.now()}-${index}@example.com`,
+        email: `${runTag(tag, 'open')}-${index}@example.com`,
         status: 'new',
         company: 'Acme Ltd',
       }),

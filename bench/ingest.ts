@@ -36,7 +36,9 @@ import {
  * More contenders join the same alternating rounds (docs/benchmarks.md, "Comparing variants"):
  *   --service-variants default,bunsql,bunredis,both   the service once per client switch (or
  *                                  `NAME=value+NAME=value` for any other environment)
- *   --baseline <git rev>           that commit's service, from a temporary worktree
+ *   --baseline <rev>[,<rev>…]      each commit's service, from a temporary worktree, on a database
+ *                                  of its own made by that commit's CLI and migrations (so an old
+ *                                  commit runs its own SQL functions, see checkoutBaseline)
  *   --endpoint                     one webhook endpoint (lead.created) with a loopback receiver
  *                                  for every service contender; the variant `endpoint` instead
  *                                  enables it for that contender only (the default service without
@@ -123,6 +125,16 @@ export interface IngestRun extends IngestFigures {
   extra?: Record<string, number>
 }
 
+/**
+ * A run's e-mail prefix, dated in base 36. A decimal `Date.now()` put 13 digits in a row into every
+ * e-mail, which the inbound card-number redaction (lib/card-data.ts) removes when they pass the
+ * Luhn check, about one run in ten: that run's leads were then answered 200 as `missing_contact`,
+ * cheaper than a lead, and the run's throughput was flattered.
+ */
+export function runTag(base: string, run: string): string {
+  return `${base}-${run}-t${Date.now().toString(36)}`
+}
+
 async function measure(
   label: string,
   start: () => ReturnType<typeof spawnServer>,
@@ -139,7 +151,7 @@ async function measure(
       keysFile,
       // Dated like the levels: a warm-up tag repeated each round re-sent the same e-mails, which
       // dedup answered as updates, and leads_stored fell short of requests_answered after round 1.
-      tag: `${tagBase}-warm-${Date.now()}`,
+      tag: runTag(tagBase, 'warm'),
       seconds: WARMUP_SECONDS,
       connections: CONNECTION_LEVELS[0]!,
       threads: THREADS,
@@ -150,7 +162,7 @@ async function measure(
       const result: WrkResult = await runWrk({
         url: server.url,
         keysFile,
-        tag: `${tagBase}-${connections}-${Date.now()}`,
+        tag: runTag(tagBase, `c${connections}`),
         seconds: SECONDS,
         connections,
         threads: THREADS,
@@ -169,17 +181,28 @@ async function measure(
   }
 }
 
-/** A fresh database with SOURCES sources; returns its URL and a file with one key per line. */
-export async function prepareBenchDatabase(): Promise<{
+/** A database of the benchmark: its URL and a file with one source key per line (wrk's input). */
+export interface BenchDatabase {
   databaseUrl: string
   keysFile: string
-  keys: string[]
-}> {
-  // BENCH_DATABASE: engineers sharing one PostgreSQL each bench on their own database.
-  const databaseUrl = await freshDatabase(process.env.BENCH_DATABASE ?? 'lead_capture_bench')
-  log(`provisioning ${SOURCES} sources with the CLI`)
-  const keys = await provisionSources(databaseUrl, SOURCES)
-  const keysFile = join(ROOT, 'bench/results/keys.tmp')
+}
+
+// BENCH_DATABASE: engineers sharing one PostgreSQL each bench on their own database.
+const BENCH_DATABASE = process.env.BENCH_DATABASE ?? 'lead_capture_bench'
+
+/**
+ * A fresh database with SOURCES sources; returns its URL and a file with one key per line.
+ * `suffix` and `cwd`: a second database, made by another checkout's CLI (a baseline's).
+ */
+export async function prepareBenchDatabase(
+  suffix = '',
+  cwd?: string,
+): Promise<BenchDatabase & { keys: string[] }> {
+  const name = suffix ? `${BENCH_DATABASE}_${suffix}` : BENCH_DATABASE
+  const databaseUrl = await freshDatabase(name)
+  log(`provisioning ${SOURCES} sources with the CLI${cwd ? ` of ${cwd}` : ''} in ${name}`)
+  const keys = await provisionSources(databaseUrl, SOURCES, cwd)
+  const keysFile = join(ROOT, `bench/results/keys${suffix ? `-${suffix}` : ''}.tmp`)
   writeFileSync(keysFile, `${keys.join('\n')}\n`)
   return { databaseUrl, keysFile, keys }
 }
@@ -194,6 +217,8 @@ export interface Contender {
   kind: 'service' | 'handler'
   /** A service that runs with the benchmark's webhook endpoint enabled. */
   webhookEndpoint?: boolean
+  /** A database of its own (a baseline's); the others share the benchmark's. */
+  database?: BenchDatabase
   start(databaseUrl: string): ReturnType<typeof spawnServer>
 }
 
@@ -213,11 +238,13 @@ function serviceContender(
   env: Record<string, string>,
   cwd?: string,
   webhookEndpoint = false,
+  database?: BenchDatabase,
 ): Contender {
   return {
     name,
     kind: 'service',
     webhookEndpoint,
+    database,
     start: (databaseUrl) =>
       spawnService({ DATABASE_URL: databaseUrl, DATABASE_POOL_SIZE: POOL_SIZE, ...env }, spawnOptions(cwd)),
   }
@@ -245,10 +272,12 @@ export function defaultPlan(): IngestPlan {
 
 /**
  * `git worktree add` of `rev` in a temporary directory with its own dependencies (bun install
- * --frozen-lockfile): that commit's service runs as one more contender. Its migrations run against
- * the same database at its start, and SQL functions are applied when their checksum differs, so
- * each contender runs its own commit's functions; a baseline older than a migration that changed
- * a table it reads is not comparable and fails at start.
+ * --frozen-lockfile): that commit's service runs as one more contender, on a database of its own
+ * that its own CLI provisions (so its own migrations). On the shared database an older commit would
+ * run the newest SQL functions: its migrator skips versions it does not know, and commits before
+ * the repeatable migrations (drizzle/functions) do not re-apply their definitions at start. The
+ * shared database holds every other contender's leads and so grows faster than a baseline's: if
+ * anything, that favours the baseline.
  */
 async function checkoutBaseline(
   rev: string,
@@ -277,7 +306,7 @@ async function checkoutBaseline(
  * outbox is emptied, so no contender delivers another's backlog; after it stops, how many events
  * arrived and how many were still pending (the delivery backlog it left) are printed with its run.
  */
-async function withEndpoint(databaseUrl: string): Promise<{
+async function withEndpoint(databaseUrls: string[]): Promise<{
   env: Record<string, string>
   beforeService(contender: Contender): Promise<void>
   afterService(): Promise<Record<string, number>>
@@ -293,23 +322,31 @@ async function withEndpoint(databaseUrl: string): Promise<{
       return new Response('ok')
     },
   })
-  const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} })
-  await addWebhookEndpoint(sql, `http://127.0.0.1:${receiver.port}/hook`, SECRETS_KEY)
+  const connections = new Map(
+    databaseUrls.map((url) => [url, postgres(url, { max: 1, onnotice: () => {} })] as const),
+  )
+  for (const sql of connections.values())
+    await addWebhookEndpoint(sql, `http://127.0.0.1:${receiver.port}/hook`, SECRETS_KEY)
+  // The endpoint's database of the contender running now; none for a baseline without `--endpoint`.
+  let current: postgres.Sql | undefined
   return {
     env: { WEBHOOK_SECRETS_KEY: SECRETS_KEY, OUTBOUND_ALLOW_PRIVATE_NETWORKS: 'true' },
     async beforeService(contender) {
-      await sql`delete from webhook_deliveries where status = 'pending'`
-      await sql`update webhook_endpoints set enabled = ${contender.webhookEndpoint === true}`
+      current = connections.get(contender.database?.databaseUrl ?? databaseUrls[0]!)
       received = 0
+      if (!current) return
+      await current`delete from webhook_deliveries where status = 'pending'`
+      await current`update webhook_endpoints set enabled = ${contender.webhookEndpoint === true}`
     },
-    async afterService() {
+    async afterService(): Promise<Record<string, number>> {
+      if (!current) return {}
       const [row] =
-        await sql`select count(*)::int as pending from webhook_deliveries where status = 'pending'`
+        await current`select count(*)::int as pending from webhook_deliveries where status = 'pending'`
       return { deliveries_received: received, deliveries_pending_at_stop: row!.pending as number }
     },
     async close() {
       receiver.stop(true)
-      await sql.end()
+      for (const sql of connections.values()) await sql.end()
     },
   }
 }
@@ -353,21 +390,30 @@ export async function runIngestBenchmark(
   const runs = Object.fromEntries(names.map((name) => [name, [] as IngestRun[]]))
   // A 2xx is not a stored lead (an invalid e-mail is answered 200 as missing_contact): each service
   // run reports the leads it stored against the requests wrk counted (warm-up included).
-  const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} })
-  const leadCount = async () => (await sql`select count(*)::int as n from leads`)[0]!.n as number
+  const connections = new Map<string, postgres.Sql>()
+  const leadCount = async (url: string) => {
+    const sql = connections.get(url) ?? postgres(url, { max: 1, onnotice: () => {} })
+    connections.set(url, sql)
+    return (await sql`select count(*)::int as n from leads`)[0]!.n as number
+  }
   try {
     for (let round = 1; round <= ROUNDS; round++) {
       log(`round ${round}/${ROUNDS}`)
       const order = contenders.map((_, index) => contenders[(index + round - 1) % contenders.length]!)
       for (const contender of order) {
         const isService = contender.kind === 'service'
+        const database = contender.database ?? { databaseUrl, keysFile }
         if (isService) await plan.beforeService?.(contender)
-        const leadsBefore = isService ? await leadCount() : 0
-        const run = await measure(contender.name, () => contender.start(databaseUrl), keysFile)
+        const leadsBefore = isService ? await leadCount(database.databaseUrl) : 0
+        const run = await measure(
+          contender.name,
+          () => contender.start(database.databaseUrl),
+          database.keysFile,
+        )
         if (isService) {
           run.extra = {
             requests_answered: run.answered,
-            leads_stored: (await leadCount()) - leadsBefore,
+            leads_stored: (await leadCount(database.databaseUrl)) - leadsBefore,
             ...(await plan.afterService?.()),
           }
         }
@@ -375,7 +421,7 @@ export async function runIngestBenchmark(
       }
     }
   } finally {
-    await sql.end()
+    for (const sql of connections.values()) await sql.end()
   }
   const best = Object.fromEntries(names.map((name) => [name, medianRun(runs[name]!)]))
   const services = contenders.filter((contender) => contender.kind === 'service').map((c) => c.name)
@@ -471,10 +517,22 @@ if (import.meta.main) {
   const cleanups: Array<() => Promise<void>> = []
   try {
     const { databaseUrl, keysFile } = await prepareBenchDatabase()
+    const baselines = []
+    for (const rev of (cli.baseline ?? '')
+      .split(',')
+      .map((name) => name.trim())
+      .filter(Boolean)) {
+      const baseline = await checkoutBaseline(rev)
+      cleanups.push(baseline.remove)
+      baselines.push({ ...baseline, database: await prepareBenchDatabase(baseline.label, baseline.dir) })
+    }
     let serviceEnv: Record<string, string> = {}
     const endpointVariant = variants?.some((variant) => ENDPOINT_VARIANTS.has(variant)) === true
     if (cli.endpoint || endpointVariant) {
-      const endpoint = await withEndpoint(databaseUrl)
+      const endpoint = await withEndpoint([
+        databaseUrl,
+        ...(cli.endpoint ? baselines.map((baseline) => baseline.database.databaseUrl) : []),
+      ])
       cleanups.push(endpoint.close)
       serviceEnv = endpoint.env
       plan.beforeService = endpoint.beforeService
@@ -489,11 +547,16 @@ if (import.meta.main) {
         cli.endpoint || ENDPOINT_VARIANTS.has(variant),
       ),
     )
-    if (cli.baseline) {
-      const baseline = await checkoutBaseline(cli.baseline)
-      cleanups.push(baseline.remove)
-      services.push(serviceContender(`baseline ${baseline.label}`, serviceEnv, baseline.dir, cli.endpoint))
-    }
+    for (const baseline of baselines)
+      services.push(
+        serviceContender(
+          `baseline ${baseline.label}`,
+          serviceEnv,
+          baseline.dir,
+          cli.endpoint,
+          baseline.database,
+        ),
+      )
     plan.contenders = [...services, ...handlers]
     const result = await runIngestBenchmark(databaseUrl, keysFile, plan)
     printIngest(result)

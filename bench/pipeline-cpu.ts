@@ -7,7 +7,7 @@ import { requestPath } from '../src/lib/http'
 import { MemoryRateLimiter } from '../src/lib/rate-limit'
 import { buildServices } from '../src/services'
 import { answerWithoutWork } from './floor-server'
-import { prepareBenchDatabase } from './ingest'
+import { prepareBenchDatabase, runTag } from './ingest'
 import { freePort, log, medianBy, round, runWrk } from './support'
 
 /**
@@ -91,12 +91,12 @@ try {
     const baseline = await cpuPerRequest(
       `http://127.0.0.1:${barePort}`,
       keysFile,
-      `bare-${index}-${Date.now()}`,
+      runTag('bare', String(index)),
     )
     // Alternate which of the two apps runs first, so neither gains from running later.
     const measure = async (port: number, tag: string) => {
       clock.advance(61_000)
-      return cpuPerRequest(`http://127.0.0.1:${port}`, keysFile, `${tag}-${index}-${Date.now()}`)
+      return cpuPerRequest(`http://127.0.0.1:${port}`, keysFile, runTag(tag, String(index)))
     }
     let pipeline: { rps: number; cpuUs: number }
     let withoutGuard: { rps: number; cpuUs: number }

@@ -5,8 +5,9 @@ const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/i
 /**
  * An organization and `count` webhook sources, made with the project's own CLI (the bulk
  * provisioning path a user has). Returns the source keys, taken from the printed webhook URLs.
+ * `cwd`: another checkout whose CLI (and so whose migrations) make the database.
  */
-export async function provisionSources(databaseUrl: string, count: number): Promise<string[]> {
+export async function provisionSources(databaseUrl: string, count: number, cwd?: string): Promise<string[]> {
   const env = { DATABASE_URL: databaseUrl }
   const created = await cli(
     [
@@ -20,6 +21,7 @@ export async function provisionSources(databaseUrl: string, count: number): Prom
       'bench-password-123',
     ],
     env,
+    cwd,
   )
   const organizationId =
     (created.match(new RegExp(`organization[_ ]id\\W+(${UUID.source})`, 'i')) ?? created.match(UUID))?.[1] ??
@@ -28,6 +30,7 @@ export async function provisionSources(databaseUrl: string, count: number): Prom
   const urls = await cli(
     ['sources', 'create', '--org', organizationId, '--name', 'bench', '--count', String(count)],
     env,
+    cwd,
   )
   const keys = urls
     .split('\n')

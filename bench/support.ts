@@ -261,9 +261,10 @@ export async function runWrk(options: {
 }
 
 /** Runs the project CLI and returns its stdout; throws with stderr on a non-zero exit. */
-export async function cli(args: string[], env: Record<string, string>): Promise<string> {
+/** The project's CLI; `cwd` runs another checkout's (a benchmark baseline's) instead of this one's. */
+export async function cli(args: string[], env: Record<string, string>, cwd = ROOT): Promise<string> {
   const { code, stdout, stderr } = await runToEnd(['bun', 'run', 'src/cli/index.ts', ...args], {
-    cwd: ROOT,
+    cwd,
     env: { ...process.env, ...env, LOG_LEVEL: 'warn' },
   })
   if (code !== 0) throw new Error(`cli ${args.join(' ')} failed (${code}):\n${stderr}`)
