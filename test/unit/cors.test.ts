@@ -11,7 +11,6 @@ function source(domainAllowlist: string[]): CachedSource {
     keyDigest: 'digest',
     previousKeyDigest: null,
     previousKeyExpiresAt: null,
-    ipAllowlist: [],
     ipRanges: [],
     domainAllowlist,
     fieldMapping: {},
