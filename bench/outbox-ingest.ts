@@ -32,7 +32,7 @@ const SOURCES = 100
 type Variant = 'before' | 'no endpoint' | 'one endpoint'
 const VARIANTS: Variant[] = ['before', 'no endpoint', 'one endpoint']
 
-const url = await freshDatabase('lead_capture_bench_outbox')
+const url = await freshDatabase(process.env.BENCH_DATABASE ?? 'lead_capture_bench_outbox')
 const config = loadConfig({ DATABASE_URL: url, LOG_LEVEL: 'silent' })
 const handle = await openDatabase(config)
 await runMigrations(config, handle, createMemoryLogger('silent'))

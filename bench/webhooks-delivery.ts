@@ -28,7 +28,7 @@ const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 5)
 const SOURCES = Number(process.env.BENCH_SOURCES ?? 3000)
 const SECRETS_KEY = Buffer.alloc(32, 7).toString('base64')
 
-const url = await freshDatabase('lead_capture_bench_webhooks')
+const url = await freshDatabase(process.env.BENCH_DATABASE ?? 'lead_capture_bench_webhooks')
 const port = await freePort()
 const service = await spawnService({
   DATABASE_URL: url,
