@@ -41,15 +41,21 @@ describe('source cache: what an entry costs', () => {
       await ctx.db.insert(webhookSources).values(rows.slice(start, start + 500))
     const digests = rows.map((row) => row.keyDigest)
     const cache = services.sourceCache
-    for (let start = 0; start < count; start += 100)
-      await Promise.all(digests.slice(start, start + 100).map((digest) => cache.findByKeyDigest(digest)))
-    // Full against emptied, nothing else in between: the cache's own share, whatever the database
-    // client allocated while the entries were loaded.
-    const full = liveHeapBytes()
     const sample = await cache.findByKeyDigest(digests[count - 1]!)
-    cache.clear()
-    const perSource = (full - liveHeapBytes()) / count
-    expect(perSource).toBeLessThan(600)
+    // Full against emptied: the cache's own share, whatever the database client allocated while
+    // the entries were loaded. The whole suite shares this process, and other tests' timers
+    // allocate and free meanwhile (one CI run measured 782 bytes once): the median of three fills
+    // keeps one disturbed measurement from deciding, either way.
+    const perSource: number[] = []
+    for (let fill = 0; fill < 3; fill++) {
+      for (let start = 0; start < count; start += 100)
+        await Promise.all(digests.slice(start, start + 100).map((digest) => cache.findByKeyDigest(digest)))
+      const full = liveHeapBytes()
+      cache.clear()
+      perSource.push((full - liveHeapBytes()) / count)
+    }
+    const median = perSource.sort((a, b) => a - b)[1]!
+    expect(median).toBeLessThan(600)
     // Every entry with its own data.
     expect(sample).toMatchObject({
       id: rows[count - 1]!.id,
