@@ -1,24 +1,19 @@
-import { afterAll, describe, expect, test } from 'bun:test'
+import { describe, expect, test } from 'bun:test'
 import { createMemoryLogger } from '../../src/lib/logger'
 import {
   FLUSH_INTERVAL_MS,
   LocalPlatformCap,
   MemoryRateLimiter,
-  openRedisConnection,
   type PlatformCap,
-  type RedisConnection,
   RedisRateLimiter,
   SharedPlatformCap,
 } from '../../src/lib/rate-limit'
+import { REDIS_DRIVERS, type RedisDriver, redisConnectionsOfFile } from '../helpers/redis'
 
 // The inbound route's platform-wide cap, decided without a round trip (platform-cap.ts).
 
 const redisUrl = process.env.REDIS_URL
-const REDIS_DRIVERS = ['ioredis', 'bun'] as const
-const openConnections: RedisConnection[] = []
-afterAll(() => {
-  for (const connection of openConnections) connection.close()
-})
+const openConnection = redisConnectionsOfFile()
 
 const WINDOW = 60_000
 /** A window's first millisecond: the sliding counter has no earlier window to weigh. */
@@ -41,9 +36,8 @@ describe('LocalPlatformCap', () => {
   })
 })
 
-async function sharedCap(url: string, driver: (typeof REDIS_DRIVERS)[number], prefix: string, limit: number) {
-  const connection = openRedisConnection(url, driver)
-  openConnections.push(connection)
+async function sharedCap(url: string, driver: RedisDriver, prefix: string, limit: number) {
+  const connection = openConnection(url, driver)
   await connection.waitReady(5000)
   expect(connection.ready).toBe(true)
   return { connection, cap: new SharedPlatformCap(connection, capRule(limit), createMemoryLogger(), prefix) }
@@ -92,8 +86,7 @@ describe.if(Boolean(redisUrl)).each(REDIS_DRIVERS)('SharedPlatformCap (redis, %s
 describe('SharedPlatformCap without an answer from Redis', () => {
   test('counts on its own: never waits, never throws, refuses past the cap', async () => {
     // Nothing listens on port 1: every call fails at once.
-    const connection = openRedisConnection('redis://127.0.0.1:1', 'ioredis')
-    openConnections.push(connection)
+    const connection = openConnection('redis://127.0.0.1:1', 'ioredis')
     const cap = new SharedPlatformCap(
       connection,
       capRule(3),

@@ -1,28 +1,21 @@
-import { afterAll, afterEach, describe, expect, test } from 'bun:test'
+import { afterEach, describe, expect, test } from 'bun:test'
 import { FakeClock } from '../../src/lib/clock'
 import { createMemoryLogger } from '../../src/lib/logger'
 import {
   MAX_TRIP_MS,
   MemoryRateLimiter,
   MIN_TRIP_MS,
-  openRedisConnection,
   type RateLimiter,
   type RedisConnection,
   RedisRateLimiter,
   tripThresholdMs,
 } from '../../src/lib/rate-limit'
+import { REDIS_DRIVERS, type RedisDriver, redisConnectionsOfFile } from '../helpers/redis'
 
 const redisUrl = process.env.REDIS_URL
-/** Both Redis clients (REDIS_DRIVER) run every Redis test: same script, same breaker. */
-const REDIS_DRIVERS = ['ioredis', 'bun'] as const
-const openConnections: RedisConnection[] = []
-afterAll(() => {
-  for (const connection of openConnections) connection.close()
-})
+const openConnection = redisConnectionsOfFile()
 
-function redisLimiter(url: string, driver: (typeof REDIS_DRIVERS)[number]): RedisRateLimiter {
-  const connection = openRedisConnection(url, driver)
-  openConnections.push(connection)
+function redisLimiter(connection: RedisConnection): RedisRateLimiter {
   return new RedisRateLimiter(
     connection,
     new MemoryRateLimiter(),
@@ -33,9 +26,9 @@ function redisLimiter(url: string, driver: (typeof REDIS_DRIVERS)[number]): Redi
 
 // The Redis variant waits for the connection first: commands sent before it is ready would fail
 // over to the in-process fallback, and the test would not be testing Redis at all.
-async function readyRedisLimiter(url: string, driver: (typeof REDIS_DRIVERS)[number]): Promise<RateLimiter> {
-  const limiter = redisLimiter(url, driver)
-  const connection = openConnections[openConnections.length - 1]!
+async function readyRedisLimiter(url: string, driver: RedisDriver): Promise<RateLimiter> {
+  const connection = openConnection(url, driver)
+  const limiter = redisLimiter(connection)
   await connection.waitReady(5000)
   expect(connection.ready).toBe(true)
   return limiter
@@ -178,7 +171,7 @@ describe.each(implementations)('sliding window (%s)', (name, makeLimiter) => {
 describe.each(REDIS_DRIVERS)('redis outage (%s)', (driver) => {
   test('fails open to the in-process limiter within a second, and reports degraded', async () => {
     // Nothing listens on this port: every command fails immediately (no offline queue).
-    const limiter = redisLimiter('redis://127.0.0.1:1', driver)
+    const limiter = redisLimiter(openConnection('redis://127.0.0.1:1', driver))
     const clock = new FakeClock()
     const started = performance.now()
     const results = []
