@@ -6,6 +6,7 @@ import {
   type RateLimitResult,
   type RateLimitRule,
 } from './types'
+import { rolledCounts, type WindowCounts, weightedCount } from './window-counter'
 
 /** Request times of one bucket, oldest first; `head` skips expired entries without shifting. */
 interface Log {
@@ -13,11 +14,8 @@ interface Log {
   head: number
 }
 
-interface Counter {
+interface Counter extends WindowCounts {
   windowMs: number
-  slot: number
-  current: number
-  previous: number
 }
 
 /**
@@ -48,11 +46,8 @@ export class MemoryRateLimiter implements RateLimiter {
         resets.push(count > 0 ? log.times[log.head]! + rule.windowMs - now : 0)
       } else {
         const counter = this.rolledCounter(id, rule.windowMs, now)
-        const elapsed = now - counter.slot * rule.windowMs
-        counts.push(
-          Math.floor((counter.previous * (rule.windowMs - elapsed)) / rule.windowMs) + counter.current,
-        )
-        resets.push(rule.windowMs - elapsed)
+        counts.push(weightedCount(rule.windowMs, now, counter))
+        resets.push(rule.windowMs - (now - counter.slot * rule.windowMs))
       }
       if (counts[counts.length - 1]! >= rule.limit) allowed = false
     }
@@ -111,12 +106,7 @@ export class MemoryRateLimiter implements RateLimiter {
       counter = { windowMs, slot, current: 0, previous: 0 }
       this.counters.set(id, counter)
     }
-    if (counter.slot !== slot) {
-      counter.previous = counter.slot === slot - 1 ? counter.current : 0
-      counter.current = 0
-      counter.slot = slot
-    }
-    return counter
+    return Object.assign(counter, rolledCounts(counter, slot))
   }
 
   // Buckets of keys that stopped sending would otherwise stay in memory for ever.

@@ -1,6 +1,7 @@
 import type { Logger } from '../logger'
 import type { RedisConnection } from './redis-connection'
 import type { BucketState, RateLimitRule } from './types'
+import { rolledCounts, type WindowCounts, weightedCount } from './window-counter'
 
 /**
  * The platform-wide cap on the inbound route (DESIGN §5), decided without a round trip: the
@@ -14,18 +15,6 @@ export interface PlatformCap {
   /** The bucket as `take` would find it, counting nothing (a request refused by another limit). */
   peek(now: number): BucketState
   close(): Promise<void>
-}
-
-/** Sliding-window counter of one replica (the previous window weighted by overlap + the current). */
-interface WindowCounts {
-  slot: number
-  current: number
-  previous: number
-}
-
-function rolled(counts: WindowCounts, slot: number): WindowCounts {
-  if (counts.slot === slot) return counts
-  return { slot, current: 0, previous: counts.slot === slot - 1 ? counts.current : 0 }
 }
 
 function bucketOf(
@@ -44,11 +33,6 @@ function bucketOf(
   }
 }
 
-function weighted(rule: RateLimitRule, now: number, counts: WindowCounts): number {
-  const elapsed = now - counts.slot * rule.windowMs
-  return Math.floor((counts.previous * (rule.windowMs - elapsed)) / rule.windowMs) + counts.current
-}
-
 /** Without Redis: the replica's own count, exact for the replica (as the in-process limiter was). */
 export class LocalPlatformCap implements PlatformCap {
   private counts: WindowCounts = { slot: 0, current: 0, previous: 0 }
@@ -63,8 +47,8 @@ export class LocalPlatformCap implements PlatformCap {
 
   peek(now: number): BucketState {
     const slot = Math.floor(now / this.rule.windowMs)
-    this.counts = rolled(this.counts, slot)
-    const count = weighted(this.rule, now, this.counts)
+    this.counts = rolledCounts(this.counts, slot)
+    const count = weightedCount(this.rule.windowMs, now, this.counts)
     const allowed = count < this.rule.limit
     return bucketOf(this.rule, now, slot, allowed ? count + 1 : count, allowed)
   }
@@ -124,8 +108,8 @@ export class SharedPlatformCap implements PlatformCap {
 
   peek(now: number): BucketState {
     const slot = Math.floor(now / this.rule.windowMs)
-    this.counts = rolled(this.counts, slot)
-    const count = weighted(this.rule, now, {
+    this.counts = rolledCounts(this.counts, slot)
+    const count = weightedCount(this.rule.windowMs, now, {
       slot,
       current: this.counts.current + this.pending(slot),
       previous: this.counts.previous + this.pending(slot - 1),

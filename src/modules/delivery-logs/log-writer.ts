@@ -38,6 +38,17 @@ export interface WindowVerdict {
   resetMs: number
 }
 
+/** A verdict as the SQL functions return it (inbound_rate_take and its callers). */
+export interface WindowVerdictRow {
+  allowed: boolean
+  remaining: number
+  reset_ms: number
+}
+
+export function windowVerdict(row: WindowVerdictRow): WindowVerdict {
+  return { allowed: row.allowed, remaining: row.remaining, resetMs: row.reset_ms }
+}
+
 /** What a delivery-log entry records about the request itself. */
 export type RequestFacts = Pick<
   DeliveryLogEntry,
@@ -86,7 +97,7 @@ export class DeliveryLogWriter {
    */
   async writeCounted(entry: DeliveryLogEntry): Promise<WindowVerdict | null> {
     const [row] = await this.run([entry], true)
-    return row ? { allowed: row.allowed, remaining: row.remaining, resetMs: row.reset_ms } : null
+    return row ? windowVerdict(row) : null
   }
 
   private run(entries: readonly DeliveryLogEntry[], counted: boolean) {
@@ -106,7 +117,7 @@ export class DeliveryLogWriter {
     }))
     // A function call: a `sql` template through sqlRows (docs/architecture.md "Speaking SQL"). Not on
     // the accepted path (refusals, spam, floods counted once a second), so not a prepared statement.
-    return sqlRows<{ idx: number; allowed: boolean; remaining: number; reset_ms: number }>(
+    return sqlRows<WindowVerdictRow & { idx: number }>(
       this.ctx.db,
       sql`select idx, allowed, remaining, reset_ms from log_deliveries(${JSON.stringify(items)}::jsonb)`,
     )

@@ -1,4 +1,3 @@
-import type { AppError } from '../../lib/errors'
 import {
   type BucketState,
   pickDecisive,
@@ -44,12 +43,6 @@ export function inboundDecision(platform: BucketState, key: KeyVerdict | null): 
     decisive: pickDecisive(buckets),
     buckets,
   })
-}
-
-/** The 429 of a decision known to refuse. */
-export function refusalOf(decision: RateLimitDecision): AppError {
-  if (!decision.refusal) throw new Error('refusalOf: the decision allows the request')
-  return decision.refusal
 }
 
 /** Entries kept before the expired ones are swept (a sweep is one pass over the map). */

@@ -7,6 +7,8 @@ import {
   type RequestFacts,
   requestColumns,
   type WindowVerdict,
+  type WindowVerdictRow,
+  windowVerdict,
 } from '../delivery-logs/log-writer'
 import type { Outcome } from '../delivery-logs/model'
 import type { NormalizedLead } from './normalize'
@@ -53,14 +55,6 @@ export type IngestRow = {
 export interface CountedRequest {
   sourceId: string
   receivedAt: Date
-}
-
-/** A verdict of inbound_rate_take() (drizzle/functions/inbound_rate_take.sql). */
-export interface RateRow {
-  idx: number
-  allowed: boolean
-  remaining: number
-  reset_ms: number
 }
 
 export function ingestItem(
@@ -115,10 +109,10 @@ export class InboundRepository {
    */
   async countRequest(request: CountedRequest): Promise<WindowVerdict | null> {
     const items = [{ idx: 0, source_id: request.sourceId, received_at: request.receivedAt.toISOString() }]
-    const [row] = await sqlRows<RateRow>(
+    const [row] = await sqlRows<WindowVerdictRow>(
       this.ctx.db,
       sql`select idx, allowed, remaining, reset_ms from count_inbound_requests(${JSON.stringify(items)}::jsonb)`,
     )
-    return row ? { allowed: row.allowed, remaining: row.remaining, resetMs: row.reset_ms } : null
+    return row ? windowVerdict(row) : null
   }
 }

@@ -35,12 +35,6 @@ export interface InboundCall {
   headers: Record<string, unknown>
 }
 
-/** A usable source found by its key. */
-export interface ResolvedSource {
-  source: CachedSource
-  keyDigest: string
-}
-
 /**
  * A request to a real source that counts against its key's limit: what the limit's verdict needs
  * (its headers go into `headers`, InboundCall.headers).
@@ -248,7 +242,7 @@ export class InboundService {
    * comes from the database in the statement that ends the request, and with it the headers (judge).
    */
   private async admit(call: InboundCall, clientIp: string, receivedAt: Date): Promise<Admission> {
-    const { source } = await this.resolveSource(call, clientIp)
+    const source = await this.resolveSource(call, clientIp)
     Object.assign(call.headers, corsHeaders(source, call.request.headers.get('origin')))
     const now = receivedAt.getTime()
     const full = this.fullWindows.check(source.id, now)
@@ -278,10 +272,10 @@ export class InboundService {
    * Key format, then the source by the key's digest (a per-replica cache). A malformed, unknown or
    * disabled key is refused (refuseKey).
    */
-  private async resolveSource(call: InboundCall, clientIp: string): Promise<ResolvedSource> {
+  private async resolveSource(call: InboundCall, clientIp: string): Promise<CachedSource> {
     const keyDigest = isWellFormedSecret('source_key', call.apiKey) ? digestSecret(call.apiKey) : null
     const source = keyDigest === null ? null : await this.sources.findByKeyDigest(keyDigest)
-    if (keyDigest !== null && source?.enabled) return { source, keyDigest }
+    if (source?.enabled) return source
     return this.refuseKey(call, clientIp, source)
   }
 
