@@ -1,7 +1,9 @@
-import { readFileSync } from 'node:fs'
+import { readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { parseArgs } from 'node:util'
-import { checkoutBaseline, prepareBenchDatabase, runTag } from './ingest'
-import { log, medianBy, round, runWrk, spawnService } from './support'
+import { checkoutBaseline, runTag } from './ingest'
+import { provisionSources } from './provision'
+import { freshDatabase, log, medianBy, ROOT, round, runWrk, spawnService } from './support'
 
 /**
  * `bun run bench:cpu -- --baseline <rev>`: CPU time of the service process per accepted lead, this
@@ -21,6 +23,9 @@ const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 100)
 const PAIRS = Number(cli.pairs ?? 3)
 const POOL_SIZE = String(process.env.BENCH_POOL_SIZE ?? 10)
 const TICK_MS = 1000 / 100
+/** Enough keys that no key nears its 60 a minute over the runs (about 5 requests per key per run). */
+const SOURCES = Number(process.env.BENCH_SOURCES ?? 10_000)
+const CHUNK = 500
 
 function processCpuMs(pid: number): number {
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')
@@ -61,11 +66,26 @@ async function measure(variant: Variant, run: number) {
   }
 }
 
+/**
+ * A database of its own with SOURCES sources, made by `cwd`'s CLI in runs of CHUNK: the CLI exits
+ * before a long list of webhook URLs has left its stdout pipe (a run of 20,000 printed 8,000 to
+ * 16,000 of them), and the baseline's CLI cannot be changed, so no run prints more than a pipe holds.
+ */
+async function benchDatabase(name: string, cwd?: string): Promise<{ databaseUrl: string; keysFile: string }> {
+  const databaseUrl = await freshDatabase(name)
+  log(`provisioning ${SOURCES} sources in ${name}${cwd ? ` with the CLI of ${cwd}` : ''}`)
+  const keys: string[] = []
+  while (keys.length < SOURCES) keys.push(...(await provisionSources(databaseUrl, CHUNK, cwd)))
+  const keysFile = join(ROOT, `bench/results/keys-${name}.tmp`)
+  writeFileSync(keysFile, `${keys.join('\n')}\n`)
+  return { databaseUrl, keysFile }
+}
+
 if (!cli.baseline) throw new Error('usage: bun run bench/cpu-per-lead.ts --baseline <rev> [--pairs 3]')
 const baseline = await checkoutBaseline(cli.baseline)
 try {
-  const here = await prepareBenchDatabase('cpu_here')
-  const there = await prepareBenchDatabase(`cpu_${baseline.label}`, baseline.dir)
+  const here = await benchDatabase('lead_capture_bench_cpu_here')
+  const there = await benchDatabase(`lead_capture_bench_cpu_${baseline.label}`, baseline.dir)
   const variants: Variant[] = [
     { name: 'this checkout', databaseUrl: here.databaseUrl, keysFile: here.keysFile },
     { name: `baseline ${baseline.label}`, cwd: baseline.dir, ...there },
