@@ -279,7 +279,7 @@ export function defaultPlan(): IngestPlan {
  * shared database holds every other contender's leads and so grows faster than a baseline's: if
  * anything, that favours the baseline.
  */
-async function checkoutBaseline(
+export async function checkoutBaseline(
   rev: string,
 ): Promise<{ dir: string; label: string; remove(): Promise<void> }> {
   const git = async (args: string[], cwd = ROOT) => {

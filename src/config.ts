@@ -25,6 +25,10 @@ export const EnvSchema = Type.Object({
   LOG_RETENTION_DAYS: Type.Integer({ minimum: 1, maximum: 3650, default: 30 }),
   PLATFORM_RATE_LIMIT_PER_MIN: Type.Integer({ minimum: 1, default: 600_000 }),
   DATABASE_POOL_SIZE: Type.Integer({ minimum: 1, maximum: 200, default: 10 }),
+  // At most this many group-commit statements in flight (unset: one per pooled connection). Fewer
+  // make larger groups: fewer statements per lead, less CPU per lead in both processes, each lead
+  // waiting longer for its turn (docs/benchmarks.md, "Where the CPU goes").
+  INGEST_GROUPS_IN_FLIGHT: Type.Optional(Type.Integer({ minimum: 1, maximum: 200 })),
   // Which client sends the parameterised hot statements (the group commit, the delivery log):
   // postgres.js (Drizzle's driver) or Bun's built-in Bun.sql. docs/benchmarks.md has the comparison.
   DATABASE_DRIVER: Type.Union([Type.Literal('postgres-js'), Type.Literal('bun-sql')], {
@@ -59,6 +63,8 @@ export interface Config {
   logRetentionDays: number
   platformRateLimitPerMin: number
   databasePoolSize: number
+  /** Group-commit statements in flight at most (src/modules/inbound/group-commit.ts); never above the pool. */
+  ingestGroupsInFlight: number
   /** The client of the hot statements; `bun-sql` splits DATABASE_POOL_SIZE between two pools (src/db/client.ts). */
   databaseDriver: 'postgres-js' | 'bun-sql'
   redisDriver: 'ioredis' | 'bun'
@@ -136,6 +142,10 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
     logRetentionDays: env.LOG_RETENTION_DAYS,
     platformRateLimitPerMin: env.PLATFORM_RATE_LIMIT_PER_MIN,
     databasePoolSize: env.DATABASE_POOL_SIZE,
+    ingestGroupsInFlight: Math.min(
+      env.INGEST_GROUPS_IN_FLIGHT ?? env.DATABASE_POOL_SIZE,
+      env.DATABASE_POOL_SIZE,
+    ),
     databaseDriver: env.DATABASE_DRIVER,
     redisDriver: env.REDIS_DRIVER,
     shutdownTimeoutMs: env.SHUTDOWN_TIMEOUT_MS,

@@ -54,7 +54,7 @@ export async function readWithin(request: Request, limitBytes: number): Promise<
   if (!request.body) return new Uint8Array(0)
   if (request.headers.get('content-length') !== null) {
     // The prototype's reader: InputGuard.arm replaces the instance's own with one that calls this.
-    return new Uint8Array(await Request.prototype.arrayBuffer.call(request))
+    return Request.prototype.bytes.call(request)
   }
   const reader = request.body.getReader()
   const chunks: Uint8Array[] = []

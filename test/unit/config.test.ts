@@ -35,6 +35,19 @@ describe('config', () => {
     expect(config.defaultPlan).toBe('free')
   })
 
+  test('group-commit statements in flight: one per pooled connection unless fewer are asked for, never more', () => {
+    const cases: Array<[Record<string, string>, number]> = [
+      [{}, 10],
+      [{ DATABASE_POOL_SIZE: '4' }, 4],
+      [{ INGEST_GROUPS_IN_FLIGHT: '2' }, 2],
+      [{ INGEST_GROUPS_IN_FLIGHT: '30', DATABASE_POOL_SIZE: '8' }, 8],
+    ]
+    for (const [env, expected] of cases) expect(loadConfig(env).ingestGroupsInFlight).toBe(expected)
+    for (const bad of ['0', '1.5', 'two', '201']) {
+      expect(() => loadConfig({ INGEST_GROUPS_IN_FLIGHT: bad })).toThrow(ConfigError)
+    }
+  })
+
   test('every bad variable is named, not only the first', () => {
     let caught: unknown
     try {

@@ -6,11 +6,15 @@ export const MAX_BODY_BYTES = 102_400
 /** Delivery logs keep at most this much of a body. */
 export const LOGGED_BODY_BYTES = 8 * 1024
 
+// One decoder for every request: decode() without `stream` keeps no state between calls, and
+// building a fatal decoder per request was a measurable share of the inbound path's CPU.
+const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true })
+
 /** At most MAX_BODY_BYTES of the body (413 `payload_too_large` beyond), decoded as strict UTF-8. */
 export async function readLimitedBody(request: Request): Promise<{ text: string; bytes: number }> {
   const bytes = await readWithin(request, MAX_BODY_BYTES)
   try {
-    return { text: new TextDecoder('utf-8', { fatal: true }).decode(bytes), bytes: bytes.byteLength }
+    return { text: STRICT_UTF8.decode(bytes), bytes: bytes.byteLength }
   } catch {
     throw errors.invalidBody('the request body is not valid UTF-8')
   }

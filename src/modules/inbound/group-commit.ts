@@ -65,8 +65,8 @@ export class GroupCommitWriter {
     private readonly repository: InboundRepository,
     private readonly signal: DeliverySignal,
   ) {
-    // As many groups in flight as the pool has connections; PGlite has one.
-    this.maxInFlight = ctx.database.engine === 'pglite' ? 1 : ctx.config.databasePoolSize
+    // At most one group per pooled connection (INGEST_GROUPS_IN_FLIGHT may allow fewer); PGlite has one.
+    this.maxInFlight = ctx.database.engine === 'pglite' ? 1 : ctx.config.ingestGroupsInFlight
   }
 
   /**

@@ -1,0 +1,100 @@
+import { describe, expect, test } from 'bun:test'
+import type { AppContext } from '../../src/context'
+import { createMemoryLogger } from '../../src/lib/logger'
+import { GroupCommitWriter } from '../../src/modules/inbound/group-commit'
+import type { InboundRepository, IngestItem, IngestRow } from '../../src/modules/inbound/repository'
+import type { DeliverySignal } from '../../src/modules/webhook-endpoints/signal'
+import { leadWithEmail, requestFacts } from '../helpers/inbound'
+import { testConfig } from '../helpers/test-app'
+
+// INGEST_GROUPS_IN_FLIGHT: the group-commit writer never has more statements running than it
+// allows, and what waits meanwhile goes out as the next groups, in arrival order.
+
+/** A repository whose statements finish only when the test says so. */
+function heldRepository() {
+  const running: Array<{ items: IngestItem[]; finish(): void }> = []
+  let mostAtOnce = 0
+  const sizes: number[] = []
+  const repository = {
+    ingestLeads(items: readonly IngestItem[]): Promise<IngestRow[]> {
+      sizes.push(items.length)
+      return new Promise((resolve) => {
+        const statement = {
+          items: [...items],
+          finish: () => {
+            running.splice(running.indexOf(statement), 1)
+            resolve(
+              items.map((item) => ({
+                idx: item.idx,
+                lead_id: item.new_lead_id,
+                outcome: 'created' as const,
+                webhook_events: false,
+                remaining: 59,
+                reset_ms: 60_000,
+              })),
+            )
+          },
+        }
+        running.push(statement)
+        mostAtOnce = Math.max(mostAtOnce, running.length)
+      })
+    },
+  }
+  return {
+    repository: repository as unknown as InboundRepository,
+    running,
+    sizes,
+    mostAtOnce: () => mostAtOnce,
+  }
+}
+
+function writerWith(env: Record<string, string>, repository: InboundRepository): GroupCommitWriter {
+  const ctx = {
+    config: testConfig(env),
+    database: { engine: 'postgres' },
+    logger: createMemoryLogger('silent'),
+  } as unknown as AppContext
+  return new GroupCommitWriter(ctx, repository, { wake: () => {} } as unknown as DeliverySignal)
+}
+
+const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve))
+
+describe('group commit: statements in flight', () => {
+  const cases: Array<{ env: Record<string, string>; allowed: number }> = [
+    { env: { INGEST_GROUPS_IN_FLIGHT: '1' }, allowed: 1 },
+    { env: { INGEST_GROUPS_IN_FLIGHT: '2' }, allowed: 2 },
+    { env: { INGEST_GROUPS_IN_FLIGHT: '3' }, allowed: 3 },
+    // Unset: one per pooled connection (the test pool has 4).
+    { env: {}, allowed: 4 },
+  ]
+  for (const { env, allowed } of cases) {
+    test(`${JSON.stringify(env)}: at most ${allowed} at once, the waiting leads grouped behind them`, async () => {
+      const held = heldRepository()
+      const writer = writerWith(env, held.repository)
+      const addresses = Array.from({ length: 8 }, (_, index) => `lead-${index}@example.com`)
+      let answered = 0
+      // One lead per event-loop turn: each turn would start a statement of its own if allowed.
+      for (const address of addresses) {
+        void writer
+          .ingest({ id: 's', organizationId: 'o' }, leadWithEmail(address), requestFacts())
+          .then(() => answered++)
+        await nextTurn()
+      }
+      expect(held.running).toHaveLength(allowed)
+      expect(held.running.map((statement) => statement.items.length)).toEqual(Array(allowed).fill(1))
+      // Finishing them lets everything that waited go out, grouped, in arrival order.
+      const written: string[] = []
+      while (answered < addresses.length) {
+        for (const statement of [...held.running]) {
+          written.push(...statement.items.map((item) => item.email!))
+          statement.finish()
+        }
+        await nextTurn()
+      }
+      expect(held.mostAtOnce()).toBe(allowed)
+      expect(written).toEqual(addresses)
+      // The leads that waited for a free slot went out together, as one statement.
+      expect(held.sizes).toEqual([...Array(allowed).fill(1), addresses.length - allowed])
+    })
+  }
+})
