@@ -25,7 +25,8 @@ export interface ScrubbedBody {
 
 // A body with none of these cannot hold a credential, however it is escaped.
 const MAYBE_SECRET = /fl_pat_|fl_sess_|flwh_|\\|%/
-// Nor card data without one of these: a card-ish name or 13 digits in a row (with separators).
+// Nor card data without one of these: a card-ish name or 13 digits in a row (with separators), as
+// long as nothing in it is escaped.
 const MAYBE_CARD = /cc|cid|cv|csc|pan|card|secur|\d(?:(?:[ +-]|%20)?\d){12}/i
 /**
  * Values nested deeper than this are not walked: they are replaced by TOO_DEEP in the lead and the
@@ -51,7 +52,8 @@ export function scrubBody(
   isPhoneField: (name: string) => boolean,
 ): ScrubbedBody {
   const secrets = MAYBE_SECRET.test(rawText)
-  const cards = MAYBE_CARD.test(rawText)
+  // A \u escape can spell any digit or letter, so the raw text proves nothing once it holds one.
+  const cards = rawText.includes('\\u') || MAYBE_CARD.test(rawText)
   if (!secrets && !cards) return { body, logText: rawText, redacted: [] }
   const redacted: string[] = []
 
