@@ -263,6 +263,42 @@ describe.skipIf(!usingRealServices)('cli as a subprocess on PostgreSQL', () => {
     await expectError(await sources(), 403, 'plan_feature_required')
   }, 30_000)
 
+  test('a long result reaches a slow reader whole: the process exits only once stdout has drained', async () => {
+    const email = uniqueEmail()
+    const created = await spawnCli(
+      'orgs',
+      'create',
+      '--name',
+      'Pipe',
+      '--owner-email',
+      email,
+      '--password',
+      PASSWORD,
+    )
+    const { organization_id } = JSON.parse(created.stdout)
+    const count = 5_000
+    // Far more than a pipe holds (64 KiB), into a reader that starts late: a shell pipe, since a
+    // pipe to this process would be read into memory at once and never fill.
+    const command = `bun ${CLI_ENTRY} sources create --org ${organization_id} --name piped --count ${count} | (sleep 1.5; cat)`
+    const child = Bun.spawn(['sh', '-c', command], {
+      env: { ...process.env, DATABASE_URL: process.env.DATABASE_URL!, LOG_LEVEL: 'warn' },
+      stdout: 'pipe',
+      stderr: 'pipe',
+    })
+    const [stdout, stderr, code] = await Promise.all([
+      new Response(child.stdout).text(),
+      new Response(child.stderr).text(),
+      child.exited,
+    ])
+    expect({ code, stderr }).toEqual({
+      code: 0,
+      stderr: `created ${count} sources in organization ${organization_id}\n`,
+    })
+    const lines = stdout.trimEnd().split('\n')
+    expect(lines).toHaveLength(count)
+    expect(new Set(lines).size).toBe(count)
+  }, 60_000)
+
   test('exit codes: 2 for usage, 1 for an unknown organization', async () => {
     const usage = await spawnCli('users', 'create', '--org', 'x')
     expect(usage.code).toBe(2)
