@@ -69,10 +69,7 @@ describe.skipIf(!process.env.DATABASE_URL).each(DRIVERS)('a burst right after st
       expect(one.headers.get('x-ratelimit-limit')).toBe('60')
       expect(one.body).toMatchObject({ success: true, status: 'created' })
     }
-    const stored = await ctx.db
-      .select({ email: leads.email })
-      .from(leads)
-      .where(inArray(leads.email, emails))
+    const stored = await ctx.db.select({ email: leads.email }).from(leads).where(inArray(leads.email, emails))
     expect(stored.length).toBe(emails.length)
     expect(new Set(stored.map((row) => row.email)).size).toBe(emails.length)
     expect(await replica.stop()).toBe(0)
