@@ -65,8 +65,8 @@ export class GroupCommitWriter {
     private readonly repository: InboundRepository,
     private readonly signal: DeliverySignal,
   ) {
-    // As many groups in flight as the pool has connections; PGlite has one.
-    this.maxInFlight = ctx.database.engine === 'pglite' ? 1 : ctx.config.databasePoolSize
+    // As many groups in flight as connections send them (DatabaseHandle.queryConcurrency).
+    this.maxInFlight = ctx.database.queryConcurrency
   }
 
   /**
