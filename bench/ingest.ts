@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import postgres from 'postgres'
 import { runToEnd } from '../test/helpers/process'
-import { provisionSources } from './provision'
+import { addSources, provisionOrganization } from './provision'
 import {
   addWebhookEndpoint,
   freshDatabase,
@@ -47,7 +47,9 @@ import {
  *   --quick                        one level, one round, short runs: a check, not a measurement
  */
 const { values: cli } = parseArgs({
-  args: Bun.argv.slice(2),
+  // Under `bun test` (which sets NODE_ENV=test) the arguments are the test runner's: the unit tests
+  // import this module for its schedule functions.
+  args: process.env.NODE_ENV === 'test' ? [] : Bun.argv.slice(2),
   options: {
     'service-variants': { type: 'string' },
     baseline: { type: 'string' },
@@ -185,6 +187,8 @@ async function measure(
 export interface BenchDatabase {
   databaseUrl: string
   keysFile: string
+  /** The organization of the sources, where addKeySet adds more. */
+  organizationId?: string
 }
 
 // BENCH_DATABASE: engineers sharing one PostgreSQL each bench on their own database.
@@ -201,10 +205,81 @@ export async function prepareBenchDatabase(
   const name = suffix ? `${BENCH_DATABASE}_${suffix}` : BENCH_DATABASE
   const databaseUrl = await freshDatabase(name)
   log(`provisioning ${SOURCES} sources with the CLI${cwd ? ` of ${cwd}` : ''} in ${name}`)
-  const keys = await provisionSources(databaseUrl, SOURCES, cwd)
+  const { organizationId, keys } = await provisionOrganization(databaseUrl, SOURCES, cwd)
   const keysFile = join(ROOT, `bench/results/keys${suffix ? `-${suffix}` : ''}.tmp`)
   writeFileSync(keysFile, `${keys.join('\n')}\n`)
-  return { databaseUrl, keysFile, keys }
+  return { databaseUrl, keysFile, organizationId, keys }
+}
+
+/**
+ * SOURCES more sources in the benchmark's database and organization, for one service contender.
+ * The per-key limit (60 a minute) lives in the database, so a service run spends the budget of the
+ * keys it sends to for the next minute: on one key set for every service, a fast contender right
+ * after another service exhausted it (10,000 keys × 60 = 600,000 accepted requests a minute over
+ * both runs) and was answered 429 for the rest of its run. That was `service [bunsql]`'s failed
+ * first round of 2026-11-24 (docs/benchmarks.md, "The bunsql failures").
+ */
+export async function addKeySet(database: BenchDatabase, name: string): Promise<BenchDatabase> {
+  if (!database.organizationId) throw new Error('addKeySet: the database has no organization id')
+  const slug = name.replace(/[^A-Za-z0-9]+/g, '-').replace(/^-|-$/g, '')
+  log(`provisioning ${SOURCES} sources of its own for ${name}`)
+  const keys = await addSources(database.databaseUrl, database.organizationId, SOURCES, `bench ${slug}`)
+  const keysFile = join(ROOT, `bench/results/keys-${slug}.tmp`)
+  writeFileSync(keysFile, `${keys.join('\n')}\n`)
+  return { ...database, keysFile }
+}
+
+/** The contenders in the order of round `round` (1-based): rotated, so none always runs later. */
+export function roundOrder<T>(contenders: readonly T[], round: number): T[] {
+  return contenders.map((_, index) => contenders[(index + round - 1) % contenders.length]!)
+}
+
+/**
+ * Service contenders without a database of their own (a baseline has one) get a key set of their
+ * own (addKeySet); the handlers keep the shared one, they count no limit.
+ */
+export async function giveServicesOwnKeys(
+  contenders: Contender[],
+  newKeySet: (name: string) => Promise<BenchDatabase>,
+): Promise<Contender[]> {
+  const result: Contender[] = []
+  for (const contender of contenders)
+    result.push(
+      contender.kind === 'service' && !contender.database
+        ? { ...contender, database: await newKeySet(contender.name) }
+        : contender,
+    )
+  return result
+}
+
+/**
+ * The fewest runs of other contenders between two runs of service contenders on one key set, over
+ * `rounds` rounds (Infinity when no key set is used twice). A run lasts the warm-up and every level
+ * (R = 32 s by default); a minute of the limit's window that spans the end of one run on a key set
+ * and the start of the next holds at most 60 s − gap of their requests, no more than one run's
+ * (which stays under 60 a key up to ~19,000 req/s, WARMUP_SECONDS above) when gap ≥ 60 s − R: one
+ * run in between does it for R ≥ 30 s, none (two services back to back) does not.
+ */
+export function fewestRunsBetweenKeyReuse(
+  contenders: readonly Contender[],
+  rounds: number,
+  sharedKeysFile: string,
+): number {
+  const lastUse = new Map<string, number>()
+  let fewest = Number.POSITIVE_INFINITY
+  let position = 0
+  for (let round = 1; round <= rounds; round++) {
+    for (const contender of roundOrder(contenders, round)) {
+      if (contender.kind === 'service') {
+        const keySet = `${contender.database?.databaseUrl ?? ''} ${contender.database?.keysFile ?? sharedKeysFile}`
+        const last = lastUse.get(keySet)
+        if (last !== undefined) fewest = Math.min(fewest, position - last - 1)
+        lastUse.set(keySet, position)
+      }
+      position++
+    }
+  }
+  return fewest
 }
 
 /** The yardsticks every service contender is divided by. */
@@ -391,20 +466,46 @@ export async function runIngestBenchmark(
   // A 2xx is not a stored lead (an invalid e-mail is answered 200 as missing_contact): each service
   // run reports the leads it stored against the requests wrk counted (warm-up included).
   const connections = new Map<string, postgres.Sql>()
-  const leadCount = async (url: string) => {
+  const connection = (url: string) => {
     const sql = connections.get(url) ?? postgres(url, { max: 1, onnotice: () => {} })
     connections.set(url, sql)
-    return (await sql`select count(*)::int as n from leads`)[0]!.n as number
+    return sql
   }
+  const leadCount = async (url: string) =>
+    (await connection(url)`select count(*)::int as n from leads`)[0]!.n as number
+  // wrk counts non-2xx answers but not their statuses, and a response hook in its script would cost
+  // its one thread time on every answer (and so change the figures). The service logs every POST
+  // with its status (delivery_logs, floods of 429 as one row with a repeat_count), so a run's
+  // statuses are read there afterwards: only one contender runs at a time and the handlers write
+  // no delivery log, so every row since the run's start is its own.
+  const databaseNow = async (url: string) => (await connection(url)`select now() as now`)[0]!.now as Date
+  const answersSince = async (url: string, since: Date): Promise<Record<string, number>> => {
+    try {
+      const rows = await connection(url)`select http_status, sum(repeat_count)::int as n
+        from delivery_logs where received_at >= ${since} group by http_status order by http_status`
+      return Object.fromEntries(rows.map((row) => [`status_${row.http_status}`, row.n as number]))
+    } catch (error) {
+      // A baseline from before delivery_logs.repeat_count: no breakdown, the run still counts.
+      log(`no status breakdown: ${(error as Error).message}`)
+      return {}
+    }
+  }
+  const fewest = fewestRunsBetweenKeyReuse(contenders, ROUNDS, keysFile)
+  const runSeconds = WARMUP_SECONDS + CONNECTION_LEVELS.length * SECONDS
+  if ((fewest + 1) * runSeconds < 60)
+    log(
+      `warning: a key set is used again ${fewest} run(s) of ~${runSeconds} s later, inside the per-key limit's minute: expect 429s (give each service a key set of its own)`,
+    )
   try {
     for (let round = 1; round <= ROUNDS; round++) {
       log(`round ${round}/${ROUNDS}`)
-      const order = contenders.map((_, index) => contenders[(index + round - 1) % contenders.length]!)
+      const order = roundOrder(contenders, round)
       for (const contender of order) {
         const isService = contender.kind === 'service'
         const database = contender.database ?? { databaseUrl, keysFile }
         if (isService) await plan.beforeService?.(contender)
         const leadsBefore = isService ? await leadCount(database.databaseUrl) : 0
+        const startedAt = isService ? await databaseNow(database.databaseUrl) : null
         const run = await measure(
           contender.name,
           () => contender.start(database.databaseUrl),
@@ -414,6 +515,7 @@ export async function runIngestBenchmark(
           run.extra = {
             requests_answered: run.answered,
             leads_stored: (await leadCount(database.databaseUrl)) - leadsBefore,
+            ...(await answersSince(database.databaseUrl, startedAt!)),
             ...(await plan.afterService?.()),
           }
         }
@@ -516,7 +618,8 @@ if (import.meta.main) {
     .filter(Boolean)
   const cleanups: Array<() => Promise<void>> = []
   try {
-    const { databaseUrl, keysFile } = await prepareBenchDatabase()
+    const shared = await prepareBenchDatabase()
+    const { databaseUrl, keysFile } = shared
     const baselines = []
     for (const rev of (cli.baseline ?? '')
       .split(',')
@@ -557,7 +660,9 @@ if (import.meta.main) {
           baseline.database,
         ),
       )
-    plan.contenders = [...services, ...handlers]
+    // A key set of their own for the services (addKeySet): on one shared set a fast service right
+    // after another ran out of its keys' 60 a minute.
+    plan.contenders = await giveServicesOwnKeys([...services, ...handlers], (name) => addKeySet(shared, name))
     const result = await runIngestBenchmark(databaseUrl, keysFile, plan)
     printIngest(result)
     // A --quick check never overwrites the committed figures of a measurement.

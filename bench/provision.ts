@@ -8,6 +8,15 @@ const UUID = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/i
  * `cwd`: another checkout whose CLI (and so whose migrations) make the database.
  */
 export async function provisionSources(databaseUrl: string, count: number, cwd?: string): Promise<string[]> {
+  return (await provisionOrganization(databaseUrl, count, cwd)).keys
+}
+
+/** provisionSources, with the organization the sources belong to (addSources adds more to it). */
+export async function provisionOrganization(
+  databaseUrl: string,
+  count: number,
+  cwd?: string,
+): Promise<{ organizationId: string; keys: string[] }> {
   const env = { DATABASE_URL: databaseUrl }
   const created = await cli(
     [
@@ -27,9 +36,20 @@ export async function provisionSources(databaseUrl: string, count: number, cwd?:
     (created.match(new RegExp(`organization[_ ]id\\W+(${UUID.source})`, 'i')) ?? created.match(UUID))?.[1] ??
     created.match(UUID)?.[0]
   if (!organizationId) throw new Error(`could not read the organization id from:\n${created}`)
+  return { organizationId, keys: await addSources(databaseUrl, organizationId, count, 'bench', cwd) }
+}
+
+/** `count` more sources named `<name> 1`… in the organization; returns their keys. */
+export async function addSources(
+  databaseUrl: string,
+  organizationId: string,
+  count: number,
+  name: string,
+  cwd?: string,
+): Promise<string[]> {
   const urls = await cli(
-    ['sources', 'create', '--org', organizationId, '--name', 'bench', '--count', String(count)],
-    env,
+    ['sources', 'create', '--org', organizationId, '--name', name, '--count', String(count)],
+    { DATABASE_URL: databaseUrl },
     cwd,
   )
   const keys = urls

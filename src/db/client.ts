@@ -30,6 +30,15 @@ export interface DatabaseHandle {
    * `sql` templates through sqlRows (src/db/rows.ts); docs/architecture.md "Speaking SQL".
    */
   query<Row>(text: string, params: unknown[]): Promise<Row[]>
+  /**
+   * How many statements of `query` can run at once: the connections that send the hot statement
+   * (the Bun.sql share of the pool with DATABASE_DRIVER=bun-sql, the whole pool otherwise, 1 on
+   * PGlite). The group commit keeps no more groups in flight: a group sent while every connection is
+   * busy waits inside the driver with the leads it had, while in the writer's queue it would have
+   * gathered the leads that arrive meanwhile (bun-sql with 10 groups on 7 connections sent ~1.8×
+   * the statements per lead of postgres.js).
+   */
+  queryConcurrency: number
   close(): Promise<void>
 }
 
@@ -79,6 +88,7 @@ function openPostgres(url: string, poolSize: number, driver: Config['databaseDri
     engine: 'postgres',
     db,
     location,
+    queryConcurrency: pools.bunSql > 0 ? pools.bunSql : pools.postgresJs,
     async ping() {
       await Promise.all([client`select 1`, hot?.ping()])
     },
@@ -121,6 +131,8 @@ async function openPglite(dataDir: string | undefined): Promise<DatabaseHandle> 
   return {
     engine: 'pglite',
     db,
+    // One connection: statements run one after another.
+    queryConcurrency: 1,
     location: dataDir ? `pglite:${dataDir}` : 'pglite:memory',
     async ping() {
       await client.query('select 1')

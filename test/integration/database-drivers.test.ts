@@ -122,6 +122,33 @@ describe('the pool split of DATABASE_DRIVER=bun-sql', () => {
     expect(splitPool(size)).toEqual({ postgresJs: pg, bunSql: bun })
   })
 
+  test.skipIf(!databaseUrl).each([
+    ['postgres-js', 3, 3],
+    ['bun-sql', 3, 2],
+    ['postgres-js', 10, 10],
+    ['bun-sql', 10, 7],
+  ] as const)(
+    '%s with a pool of %i runs %i hot statements at once (the group commit sends no more groups)',
+    async (driver, size, concurrency) => {
+      const handle = await openDatabase(
+        loadConfig({
+          DATABASE_URL: databaseUrl,
+          DATABASE_DRIVER: driver,
+          DATABASE_POOL_SIZE: String(size),
+          LOG_LEVEL: 'silent',
+        }),
+      )
+      opened.push(handle)
+      expect(handle.queryConcurrency).toBe(concurrency)
+    },
+  )
+
+  test.skipIf(Boolean(databaseUrl))('PGlite runs one statement at a time', async () => {
+    const handle = await openDatabase(loadConfig({ LOG_LEVEL: 'silent' }), { inMemory: true })
+    opened.push(handle)
+    expect(handle.queryConcurrency).toBe(1)
+  })
+
   test('a pool of 1 cannot be split: start-up names the variable', () => {
     expect(() => loadConfig({ DATABASE_DRIVER: 'bun-sql', DATABASE_POOL_SIZE: '1' })).toThrow(
       /DATABASE_DRIVER/,

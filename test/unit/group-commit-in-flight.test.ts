@@ -49,9 +49,11 @@ function heldRepository() {
 }
 
 function writerWith(env: Record<string, string>, repository: InboundRepository): GroupCommitWriter {
+  const config = testConfig(env)
   const ctx = {
-    config: testConfig(env),
-    database: { engine: 'postgres' },
+    config,
+    // postgres.js sends a statement on every pooled connection (src/db/client.ts).
+    database: { engine: 'postgres', queryConcurrency: config.databasePoolSize },
     logger: createMemoryLogger('silent'),
   } as unknown as AppContext
   return new GroupCommitWriter(ctx, repository, { wake: () => {} } as unknown as DeliverySignal)

@@ -65,8 +65,9 @@ export class GroupCommitWriter {
     private readonly repository: InboundRepository,
     private readonly signal: DeliverySignal,
   ) {
-    // At most one group per pooled connection (INGEST_GROUPS_IN_FLIGHT may allow fewer); PGlite has one.
-    this.maxInFlight = ctx.database.engine === 'pglite' ? 1 : ctx.config.ingestGroupsInFlight
+    // At most as many groups in flight as connections send them (DatabaseHandle.queryConcurrency:
+    // PGlite has one, bun-sql its share of the pool); INGEST_GROUPS_IN_FLIGHT may allow fewer.
+    this.maxInFlight = Math.min(ctx.database.queryConcurrency, ctx.config.ingestGroupsInFlight)
   }
 
   /**

@@ -1,0 +1,79 @@
+import { describe, expect, test } from 'bun:test'
+import {
+  type BenchDatabase,
+  type Contender,
+  fewestRunsBetweenKeyReuse,
+  giveServicesOwnKeys,
+  roundOrder,
+} from '../../bench/ingest'
+
+/**
+ * bench:ingest's schedule against the per-key limit. The limit (60 a minute per key) is kept in the
+ * database, so a service run spends its keys' budget for the next minute. With one key set for every
+ * service, `service [bunsql]` ran right after `service` in rounds 1 and 3 and, being faster in round
+ * 1, was answered 429 for 18,152 + 59,061 requests (docs/benchmarks.md, "The bunsql failures").
+ * What must hold for any set of contenders: two service runs on one key set have another run between
+ * them (a window of the limit then holds no more than one run's requests: fewestRunsBetweenKeyReuse).
+ */
+const SHARED = 'bench/results/keys.tmp'
+const DATABASE = 'postgres://bench/db'
+
+function contender(name: string, kind: Contender['kind'], database?: BenchDatabase): Contender {
+  return {
+    name,
+    kind,
+    database,
+    start: () => Promise.reject(new Error('not started in this test')),
+  }
+}
+
+const handlers = [contender('postgres.js handler', 'handler'), contender('Bun.sql handler', 'handler')]
+const services = (count: number) =>
+  Array.from({ length: count }, (_, index) => contender(`service ${index + 1}`, 'service'))
+const ownKeySet = async (name: string): Promise<BenchDatabase> => ({
+  databaseUrl: DATABASE,
+  keysFile: `bench/results/keys-${name.replace(/ /g, '-')}.tmp`,
+})
+
+describe('bench:ingest key sets', () => {
+  test('rounds rotate: every contender runs once per round, each first once', () => {
+    const names = ['a', 'b', 'c', 'd']
+    expect([1, 2, 3, 4].map((round) => roundOrder(names, round).join(''))).toEqual([
+      'abcd',
+      'bcda',
+      'cdab',
+      'dabc',
+    ])
+  })
+
+  test('on one shared key set, two services run back to back (what exhausted the keys)', () => {
+    const shared = [...services(2), ...handlers]
+    expect(fewestRunsBetweenKeyReuse(shared, 3, SHARED)).toBe(0)
+  })
+
+  test.each([1, 2, 3, 4, 6])(
+    'with %i service contender(s) and both handlers, key sets of their own keep a run between',
+    async (count) => {
+      const contenders = await giveServicesOwnKeys([...services(count), ...handlers], ownKeySet)
+      const keysFiles = contenders
+        .filter((one) => one.kind === 'service')
+        .map((one) => one.database?.keysFile)
+      expect(new Set(keysFiles).size).toBe(count)
+      expect(keysFiles).not.toContain(SHARED)
+      expect(contenders.filter((one) => one.kind === 'handler').map((one) => one.database)).toEqual([
+        undefined,
+        undefined,
+      ])
+      expect(fewestRunsBetweenKeyReuse(contenders, 3, SHARED)).toBeGreaterThanOrEqual(1)
+    },
+  )
+
+  test('a baseline keeps its own database and keys', async () => {
+    const baseline = contender('baseline abc1234', 'service', {
+      databaseUrl: 'postgres://bench/db_abc1234',
+      keysFile: 'bench/results/keys-abc1234.tmp',
+    })
+    const [given] = await giveServicesOwnKeys([baseline], ownKeySet)
+    expect(given!.database).toEqual(baseline.database)
+  })
+})
