@@ -22,13 +22,27 @@ export class LastRequestRecorder {
       // (docs/architecture.md "Speaking SQL"); the pairs travel as one JSON parameter. Once per
       // interval, so not a prepared hot statement.
       write: async (batch) => {
+        const startedAt = Date.now()
+        const started = performance.now()
         const latest = [...batch].map(([id, at]) => ({ id, at: new Date(at).toISOString() }))
+        const json = JSON.stringify(latest)
+        const built = performance.now()
         await sqlRows(
           ctx.db,
           sql`update webhook_sources s set last_request_at = v.at
-            from jsonb_to_recordset(${JSON.stringify(latest)}::jsonb) as v(id uuid, at timestamptz)
+            from jsonb_to_recordset(${json}::jsonb) as v(id uuid, at timestamptz)
             where s.id = v.id and (s.last_request_at is null or s.last_request_at < v.at)`,
         )
+        if (ctx.config.diagnoseStalls) {
+          // The same line as a periodic job's (src/lib/stall-probe.ts): its build is event-loop time.
+          ctx.logger.info('job run', {
+            job: 'last-request flush',
+            at: startedAt,
+            duration_ms: Math.round((performance.now() - started) * 10) / 10,
+            loop_blocked_ms: Math.round((built - started) * 10) / 10,
+            sources: batch.size,
+          })
+        }
       },
       // Kept for the next interval; a newer time noted meanwhile wins.
       onWriteError: (error, sources) =>
