@@ -157,7 +157,7 @@ describe('last_request_at of many sources', () => {
     const sources = [source, ...others]
     // Chunks of 3 over 7 sources: three statements, the last one short.
     const recorder = new LastRequestRecorder(ctx, { chunkSize: 3 })
-    sources.forEach((each, index) => recorder.note(each.id, clock.now() - index * 1001))
+    for (const [index, each] of sources.entries()) recorder.note(each.id, clock.now() - index * 1001)
     await recorder.stop()
     const rows = await ctx.db
       .select({ id: webhookSources.id, at: webhookSources.lastRequestAt })
