@@ -17,9 +17,14 @@ import { freshDatabase, log, REDIS_URL, ROOT, round } from './support'
  *
  *   --cwd DIR   the checkout whose job code runs (default: this one), e.g. a worktree of main
  *   --runs 3
+ *   --only TEXT  the jobs whose name contains TEXT
  */
 const { values: args } = parseArgs({
-  options: { cwd: { type: 'string', default: ROOT }, runs: { type: 'string', default: '3' } },
+  options: {
+    cwd: { type: 'string', default: ROOT },
+    runs: { type: 'string', default: '3' },
+    only: { type: 'string' },
+  },
 })
 const DIR = args.cwd!
 const RUNS = Number(args.runs)
@@ -86,7 +91,7 @@ const jobs: Array<{ name: string; run: () => Promise<unknown> }> = [
 console.log(
   'job                                 run  wall ms  cpu ms  loop blocked ms  longest delay ms  xacts  result',
 )
-for (const job of jobs) {
+for (const job of jobs.filter((each) => !args.only || each.name.includes(args.only))) {
   for (let run = 1; run <= RUNS; run++) {
     // Backends publish their counters at most once a second: settle before each reading.
     await Bun.sleep(1100)

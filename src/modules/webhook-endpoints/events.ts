@@ -1,5 +1,6 @@
 import { and, eq, gt, inArray, isNull, lte, sql } from 'drizzle-orm'
 import type { AppContext } from '../../context'
+import { sqlRows } from '../../db/rows'
 import { personalAccessTokens, users, webhookEndpoints, webhookSources } from '../../db/schema'
 import { newId } from '../../lib/ids'
 import type { HealthStatus } from '../delivery-logs/model'
@@ -121,31 +122,41 @@ export async function announceSourceStatusChanges(
       })
       continue
     }
+    const baselines: Array<{ id: string; status: HealthStatus }> = []
     for (const source of batch) {
       if (options.shouldStop?.()) break
       const status = statuses.get(source.id)
       // Deleted meanwhile (missing), or unchanged: nothing to announce, no health() to read.
       if (status === undefined || status === source.announced) continue
-      announced += await announceChange(ctx, { health, service }, source, status)
+      if (source.announced === null) baselines.push({ id: source.id, status })
+      else announced += await announceChange(ctx, { health, service }, source)
     }
+    await recordBaselines(ctx, baselines)
   }
   return announced
 }
 
 /**
- * A status that moved: the full health summary (the event's payload), then the claim. A first
- * status (the silent baseline) is claimed as read in the batch: no payload to build.
+ * The first status seen of each source, recorded silently, in one statement per batch (a new
+ * deployment's first run has one per watched source). Only where none is recorded yet: a replica
+ * that recorded one meanwhile wins.
  */
+async function recordBaselines(ctx: AppContext, baselines: Array<{ id: string; status: HealthStatus }>) {
+  if (baselines.length === 0) return
+  await sqlRows(
+    ctx.db,
+    sql`update webhook_sources s set announced_health_status = v.status
+      from jsonb_to_recordset(${JSON.stringify(baselines)}::jsonb) as v(id uuid, status text)
+      where s.id = v.id and s.announced_health_status is null`,
+  )
+}
+
+/** A status that moved: the full health summary (the event's payload), then the claim. */
 async function announceChange(
   ctx: AppContext,
   { health, service }: { health: DeliveryLogsService; service: WebhookEndpointsService },
   source: { id: string; organizationId: string; name: string; announced: string | null },
-  status: HealthStatus,
 ): Promise<number> {
-  if (source.announced === null) {
-    await claim(ctx, source, status)
-    return 0
-  }
   let summary: Awaited<ReturnType<typeof health.health>>
   try {
     summary = await health.health(source.organizationId, source.id)
@@ -154,6 +165,7 @@ async function announceChange(
     ctx.logger.warn('source health not checked for source.status_changed', { source_id: source.id, error })
     return 0
   }
+  // Read a moment after the batch's: the summary's status is the one claimed and sent.
   if (summary.status === source.announced) return 0
   if (!(await claim(ctx, source, summary.status))) return 0
   const { hourly: _hourly, recent_problems: _recentProblems, ...brief } = summary
