@@ -214,10 +214,16 @@ function report(
 ) {
   const overlapping = (from: number, to: number) =>
     events.filter((event) => event.at <= to && event.at + event.durationMs >= from)
-  const label = (event: ServerEvent) =>
-    event.kind === 'stall'
-      ? `${event.name} ${event.durationMs} ms`
-      : `${event.name} ${event.durationMs} ms (loop ${event.fields.loop_blocked_ms} ms)`
+  // Grouped by name: "stall ×12 (longest 21.6 ms)", "last-request flush 176.6 ms (loop 12.1 ms)".
+  const describe = (list: ServerEvent[]) => {
+    const byName = new Map<string, ServerEvent[]>()
+    for (const event of list) byName.set(event.name, [...(byName.get(event.name) ?? []), event])
+    return [...byName].map(([name, group]) => {
+      const longest = group.reduce((a, b) => (b.durationMs > a.durationMs ? b : a))
+      const loop = longest.kind === 'job' ? `, loop ${longest.fields.loop_blocked_ms} ms` : ''
+      return `${name} ×${group.length} (longest ${longest.durationMs} ms${loop})`
+    })
+  }
   const buckets = new Map<number, number[]>()
   for (const sample of samples) {
     const bucket = Math.floor((sample.due - serviceStart) / BUCKET_MS)
@@ -237,7 +243,7 @@ function report(
       n: latencies.length,
       p99: round(p99, 1),
       max: round(max, 1),
-      events: overlapping(from - 50, from + BUCKET_MS + max).map(label),
+      events: describe(overlapping(from - 50, from + BUCKET_MS + max)),
     })
   }
   // Each slow request is charged to every job or stall that overlaps it (due → answered).
