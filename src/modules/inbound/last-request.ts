@@ -5,12 +5,13 @@ import { CoalescingBuffer } from '../../lib/coalescing-buffer'
 
 const FLUSH_INTERVAL_MS = 5000
 /**
- * Sources per statement. At 1,000 requests/s over 10,000 sources a flush holds ~5,000 sources: in
- * one statement its build (an object and an ISO string per source, one JSON text) was 3-6 ms of
- * event loop in one turn and the update held a pool connection for 40-200 ms (bench/job-stalls.ts,
- * bench:stalls); in chunks each turn builds a few hundred and each update is short.
+ * Sources per statement, so a flush of a very large fleet is several bounded statements. Not
+ * smaller: per statement the driver's and Drizzle's fixed cost outweighs the build it splits. For
+ * 5,000 sources (5 s of 1,000 requests/s over 10,000 sources), bench:jobs, shared machine: chunks of
+ * 500 took 14-26 ms of CPU and delayed the event loop up to 11 ms; one statement 6-16 ms and 1.4-9.8
+ * ms (main's one statement with a Date and ISO string per source: 7-22 ms, 1.6-35 ms).
  */
-export const LAST_REQUEST_CHUNK = 500
+export const LAST_REQUEST_CHUNK = 5000
 
 /**
  * webhook_sources.last_request_at, kept to within FLUSH_INTERVAL_MS without touching the source row
