@@ -32,6 +32,8 @@ export async function openLoop(options: {
   rate: number
   seconds: number
   makeRequest: (index: number) => { url: string; init: RequestInit }
+  /** Each request's due time (performance.now() clock) and latency, for a timeline (stall-timeline.ts). */
+  onLatency?: (dueMs: number, latencyMs: number, ok: boolean) => void
 }): Promise<OpenLoopResult> {
   const total = Math.round(options.rate * options.seconds)
   const interval = 1000 / options.rate
@@ -52,13 +54,16 @@ export async function openLoop(options: {
         fetch(url, init).then(
           async (response) => {
             await response.arrayBuffer()
-            latencies.push(performance.now() - due)
+            const latency = performance.now() - due
+            latencies.push(latency)
+            options.onLatency?.(due, latency, response.ok)
             statuses[response.status] = (statuses[response.status] ?? 0) + 1
             if (response.ok) ok++
             else failed++
           },
           () => {
             latencies.push(performance.now() - due)
+            options.onLatency?.(due, performance.now() - due, false)
             statuses.error = (statuses.error ?? 0) + 1
             failed++
           },

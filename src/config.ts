@@ -42,6 +42,8 @@ export const EnvSchema = Type.Object({
   WEBHOOK_SECRETS_KEY: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9+/]{43}=$' })),
   OUTBOUND_ALLOW_PRIVATE_NETWORKS: Type.Boolean({ default: false }),
   WEBHOOK_TIMEOUT_MS: Type.Integer({ minimum: 100, maximum: 60_000, default: 15_000 }),
+  // Logs every periodic job run and every event-loop stall with its cause (bench/stall-timeline.ts).
+  DIAGNOSE_STALLS: Type.Boolean({ default: false }),
 })
 
 export type Env = Static<typeof EnvSchema>
@@ -77,6 +79,8 @@ export interface Config {
   outboundAllowPrivateNetworks: boolean
   /** An outbound webhook attempt fails when the receiver has not answered within this time. */
   webhookTimeoutMs: number
+  /** Log each periodic job run (duration, event-loop blocking) and each event-loop stall (src/lib/stall-probe.ts). */
+  diagnoseStalls: boolean
 }
 
 export class ConfigError extends Error {
@@ -153,6 +157,7 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
     webhookSecretsKey: env.WEBHOOK_SECRETS_KEY,
     outboundAllowPrivateNetworks: env.OUTBOUND_ALLOW_PRIVATE_NETWORKS,
     webhookTimeoutMs: env.WEBHOOK_TIMEOUT_MS,
+    diagnoseStalls: env.DIAGNOSE_STALLS,
   }
 }
 

@@ -1,6 +1,7 @@
 import type { AppContext } from './context'
 import { refreshPlannerStatistics, STATISTICS_CHECK_INTERVAL_MS } from './db/planner-statistics'
 import { type PeriodicJob, startPeriodicJobs } from './lib/periodic'
+import { EventLoopProbe } from './lib/stall-probe'
 import { deliveryLogJobs } from './modules/delivery-logs/jobs'
 import { webhookJobs } from './modules/webhook-endpoints/jobs'
 import type { Services } from './services'
@@ -57,8 +58,11 @@ export function registerWriteBehindBuffers(ctx: AppContext, services: Services):
  */
 export function startBackgroundWork(ctx: AppContext, services: Services): void {
   void services.deliveryWorker.start()
-  const stopJobs = startPeriodicJobs(ctx, periodicJobs(ctx, services))
+  // Diagnostics only (bench/stall-timeline.ts): a timer every 5 ms is work a replica need not do.
+  const probe = ctx.config.diagnoseStalls ? new EventLoopProbe(ctx.logger).start() : undefined
+  const stopJobs = startPeriodicJobs(ctx, periodicJobs(ctx, services), probe)
   ctx.onClose(async () => {
+    probe?.stop()
     await stopJobs()
     await services.deliveryWorker.stop(ctx.config.shutdownTimeoutMs)
   })

@@ -1,4 +1,5 @@
 import type { AppContext } from '../context'
+import { type EventLoopProbe, timedRun } from './stall-probe'
 
 export interface PeriodicJob {
   name: string
@@ -12,8 +13,14 @@ export interface PeriodicJob {
  * directly): each first runs shortly after start, then every interval. A run never overlaps the
  * previous one; failures are logged and retried on the next tick. The returned stop clears the
  * timers and awaits the runs in progress (a long job checks `shouldStop` between its steps).
+ * With a `probe` (DIAGNOSE_STALLS), every run is logged with its duration and the event-loop
+ * blocking seen while it ran.
  */
-export function startPeriodicJobs(ctx: AppContext, jobs: PeriodicJob[]): () => Promise<void> {
+export function startPeriodicJobs(
+  ctx: AppContext,
+  jobs: PeriodicJob[],
+  probe?: EventLoopProbe,
+): () => Promise<void> {
   let stopped = false
   const shouldStop = () => stopped
   const running = new Set<Promise<unknown>>()
@@ -22,7 +29,8 @@ export function startPeriodicJobs(ctx: AppContext, jobs: PeriodicJob[]): () => P
     const tick = () => {
       if (busy || stopped) return
       busy = true
-      const pending = run(shouldStop)
+      const started = probe ? timedRun(probe, ctx.logger, name, () => run(shouldStop)) : run(shouldStop)
+      const pending = started
         .catch((error) => ctx.logger.warn(`${name} failed; retrying on the next tick`, { error }))
         .finally(() => {
           busy = false

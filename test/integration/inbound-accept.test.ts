@@ -1,8 +1,10 @@
 import { describe, expect, test } from 'bun:test'
-import { eq } from 'drizzle-orm'
+import { eq, inArray } from 'drizzle-orm'
 import { leads, webhookSources } from '../../src/db/schema'
 import { FakeClock } from '../../src/lib/clock'
+import { LastRequestRecorder } from '../../src/modules/inbound/last-request'
 import { uniqueEmail } from '../helpers/emails'
+import { createSource } from '../helpers/factories'
 import { email, logsOf, post, setup } from '../helpers/inbound'
 
 // What an accepted POST stores and answers: a lead, spam, a missing contact; the field mapping.
@@ -143,5 +145,33 @@ describe('POST /api/webhook/lead/{api_key}: refusals', () => {
     recorder.note(source.id, clock.now() - 60_000)
     await recorder.flush()
     expect((await read())?.toISOString()).toBe(new Date(clock.now()).toISOString())
+  })
+})
+
+describe('last_request_at of many sources', () => {
+  test('a flush in chunks writes every source noted, each to the millisecond', async () => {
+    const clock = new FakeClock(Date.UTC(2026, 5, 1, 12, 0, 0, 123))
+    const { ctx, source, organization } = await setup({}, { clock })
+    const others = []
+    for (let index = 0; index < 6; index++) others.push((await createSource(ctx, organization.id)).source)
+    const sources = [source, ...others]
+    // Chunks of 3 over 7 sources: three statements, the last one short.
+    const recorder = new LastRequestRecorder(ctx, { chunkSize: 3 })
+    for (const [index, each] of sources.entries()) recorder.note(each.id, clock.now() - index * 1001)
+    await recorder.stop()
+    const rows = await ctx.db
+      .select({ id: webhookSources.id, at: webhookSources.lastRequestAt })
+      .from(webhookSources)
+      .where(
+        inArray(
+          webhookSources.id,
+          sources.map((each) => each.id),
+        ),
+      )
+    expect(Object.fromEntries(rows.map((row) => [row.id, row.at?.toISOString()]))).toEqual(
+      Object.fromEntries(
+        sources.map((each, index) => [each.id, new Date(clock.now() - index * 1001).toISOString()]),
+      ),
+    )
   })
 })

@@ -126,6 +126,66 @@ CROSS JOIN LATERAL (
 ) p
 ORDER BY p.sort_at DESC, p.id DESC LIMIT ${limit}`
 
+export interface StatusInputRow {
+  source_id: string
+  enabled: boolean
+  requests: number
+  successes: number
+  latest_count: number
+  latest_failures: number
+  leading_failures: number
+  latest_failed: boolean
+}
+
+/**
+ * What the status rules read, per source, for many sources in one statement: the window's request
+ * and success counts (roll-up hours before the watermark plus the live rows after it, exactly as
+ * AGGREGATE_SQL) and the latest requests (the newest `recent` rows in the window, each weighted by
+ * repeat_count, cut at `recent` requests: `before` is how many requests newer rows stand for).
+ */
+const STATUS_INPUTS_SQL = (
+  sourceIds: readonly string[],
+  from: string,
+  to: string,
+  outcomes: { success: readonly Outcome[]; failure: readonly Outcome[]; recent: number; leading: number },
+) => sql`SELECT s.id::text AS source_id, s.enabled,
+  (coalesce(h.requests, 0) + coalesce(l.requests, 0))::int AS requests,
+  (coalesce(h.successes, 0) + coalesce(l.successes, 0))::int AS successes,
+  r.latest_count, r.latest_failures, r.leading_failures, r.latest_failed
+FROM webhook_sources s
+CROSS JOIN LATERAL (
+  SELECT sum(requests) AS requests,
+         sum(requests) FILTER (WHERE outcome = ANY(${sql.param(outcomes.success)}::text[])) AS successes
+  FROM delivery_log_hourly WHERE source_id = s.id AND hour >= ${from}::timestamptz AND hour < ${to}::timestamptz
+) h
+CROSS JOIN LATERAL (
+  SELECT sum(repeat_count) AS requests,
+         sum(repeat_count) FILTER (WHERE outcome = ANY(${sql.param(outcomes.success)}::text[])) AS successes
+  FROM delivery_logs
+  WHERE source_id = s.id AND received_at < ${to}::timestamptz
+    AND received_at >= greatest(${from}::timestamptz,
+      coalesce((SELECT rolled_until FROM delivery_log_rollup_watermarks w WHERE w.source_id = s.id), '-infinity'))
+) l
+CROSS JOIN LATERAL (
+  SELECT coalesce(sum(least(rc, ${outcomes.recent} - before)), 0)::int AS latest_count,
+         coalesce(sum(least(rc, ${outcomes.recent} - before)) FILTER (WHERE failed), 0)::int AS latest_failures,
+         coalesce(sum(least(rc, ${outcomes.leading} - before)) FILTER (WHERE failed AND before < ${outcomes.leading}), 0)::int
+           AS leading_failures,
+         coalesce(bool_or(failed) FILTER (WHERE before = 0 AND rc > 0), false) AS latest_failed
+  FROM (
+    SELECT failed, rc, coalesce(sum(rc) OVER (ORDER BY received_at DESC, id DESC
+             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before
+    FROM (
+      SELECT outcome = ANY(${sql.param(outcomes.failure)}::text[]) AS failed, repeat_count AS rc, received_at, id
+      FROM delivery_logs d WHERE d.source_id = s.id
+      ORDER BY received_at DESC, id DESC LIMIT ${outcomes.recent}
+    ) newest
+    WHERE received_at >= ${from}::timestamptz
+  ) weighted
+  WHERE before < ${outcomes.recent}
+) r
+WHERE s.id = ANY(${sql.param(sourceIds)}::uuid[])`
+
 /**
  * Reads of the delivery logs. The health queries are roll-ups the query builder cannot express
  * (UNION ALL of hourly tables and a live aggregate, LATERAL probes per outcome): Drizzle `sql`
@@ -178,6 +238,18 @@ export class DeliveryLogsRepository {
 
   latestByOutcome(sourceId: string, outcomes: readonly Outcome[]): Promise<RecentRow[]> {
     return sqlRows<RecentRow>(this.ctx.db, LATEST_BY_OUTCOME_SQL(sourceId, outcomes))
+  }
+
+  statusInputs(
+    sourceIds: readonly string[],
+    from: Date,
+    to: Date,
+    outcomes: { success: readonly Outcome[]; failure: readonly Outcome[]; recent: number; leading: number },
+  ): Promise<StatusInputRow[]> {
+    return sqlRows<StatusInputRow>(
+      this.ctx.db,
+      STATUS_INPUTS_SQL(sourceIds, from.toISOString(), to.toISOString(), outcomes),
+    )
   }
 
   latestProblems(sourceId: string, outcomes: readonly Outcome[], limit: number): Promise<LogRow[]> {

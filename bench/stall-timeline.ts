@@ -1,0 +1,319 @@
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { parseArgs } from 'node:util'
+import postgres from 'postgres'
+import { newId } from '../src/lib/ids'
+import { SecretBox } from '../src/lib/secrets'
+import { openLoop } from './open-loop'
+import { provisionSources } from './provision'
+import {
+  ADMIN_DATABASE_URL,
+  dockerfileJscEnv,
+  freePort,
+  freshDatabase,
+  log,
+  percentile,
+  REDIS_URL,
+  ROOT,
+  round,
+  waitForReady,
+} from './support'
+
+/**
+ * `bun run bench:stalls`: where the open-loop p99 comes from. One replica (the Dockerfile's JSC
+ * settings, DIAGNOSE_STALLS on) takes RATE new leads a second; every request's latency is kept with
+ * its due time, and the service logs each periodic job run (duration, event-loop blocking seen
+ * meanwhile), each last-request flush and each event-loop stall (a 5 ms drift probe; `gc` when the
+ * JS heap shrank in that interval). Printed: every 100 ms bucket whose p99 or max is slow, with the
+ * jobs and stalls that overlap it, and which of them the slow requests overlapped.
+ *
+ *   --seconds 60       measured seconds (after --warm seconds of the same load)
+ *   --warm 10          the service is ~3 s old when the warm-up starts: jobs due 5, 15, 20, 30, 45 s
+ *                      after start and the roll-up at 65 s fall inside warm + 60 s
+ *   --rate 1000
+ *   --variants a=DIR,b=DIR   checkouts to compare (default: this one); a baseline is a worktree of
+ *                      another commit (`git worktree add --detach /tmp/base main && bun install`)
+ *   --order ABBAAB     run order of the variants (letters in the order of --variants)
+ *   --watch-status     an endpoint takes source.status_changed, so that job checks every source
+ *
+ * Each run gets its own copy of one provisioned database (CREATE DATABASE ... TEMPLATE), so runs
+ * start equal. A variant without DIAGNOSE_STALLS (an older commit) still gives its latency timeline.
+ */
+const { values: args } = parseArgs({
+  options: {
+    seconds: { type: 'string', default: '60' },
+    warm: { type: 'string', default: '10' },
+    rate: { type: 'string', default: '1000' },
+    variants: { type: 'string' },
+    order: { type: 'string' },
+    'watch-status': { type: 'boolean', default: false },
+  },
+})
+const SECONDS = Number(args.seconds)
+const WARM = Number(args.warm)
+const RATE = Number(args.rate)
+const SOURCES = Number(process.env.BENCH_SOURCES ?? 10_000)
+const BUCKET_MS = 100
+const SLOW_MS = 6
+const MAX_BUCKETS = 40
+const SECRETS_KEY = Buffer.alloc(32, 7).toString('base64')
+
+const variants = (args.variants ?? `branch=${ROOT}`).split(',').map((entry) => {
+  const [name, dir] = entry.split('=')
+  return { name: name!, dir: dir ?? ROOT }
+})
+const order = (args.order ?? (variants.length > 1 ? 'ABBAAB' : 'A'))
+  .split('')
+  .map((letter) => variants[letter.charCodeAt(0) - 65]!)
+
+interface ServerEvent {
+  kind: 'stall' | 'job'
+  name: string
+  at: number
+  durationMs: number
+  fields: Record<string, unknown>
+}
+
+const TEMPLATE = 'lead_capture_stalls_template'
+const templateUrl = await freshDatabase(TEMPLATE)
+log(`provisioning ${SOURCES} sources in ${TEMPLATE}`)
+const keys = await provisionSources(templateUrl, SOURCES, variants[0]!.dir)
+// Takes the status events' deliveries, so the worker's retries of a dead address add no noise.
+const receiver = Bun.serve({
+  port: 0,
+  hostname: '127.0.0.1',
+  fetch: () => new Response(null, { status: 204 }),
+})
+if (args['watch-status']) await addStatusEndpoint(templateUrl, `http://127.0.0.1:${receiver.port}/status`)
+const runs: Array<Awaited<ReturnType<typeof runOnce>>> = []
+try {
+  for (const [index, variant] of order.entries()) runs.push(await runOnce(variant, index))
+} finally {
+  receiver.stop(true)
+}
+if (runs.length > 1) {
+  console.log('\nrun  variant  p50 ms  p99 ms  max ms  >6 ms')
+  for (const [index, run] of runs.entries()) {
+    console.log(
+      `${String(index + 1).padEnd(4)} ${run.variant.padEnd(8)} ${String(run.p50Ms).padStart(6)} ${String(run.p99Ms).padStart(7)} ${String(run.maxMs).padStart(7)} ${String(run.slow).padStart(6)}`,
+    )
+  }
+}
+const file = join(ROOT, 'bench/results/stall-timeline.json')
+writeFileSync(
+  file,
+  `${JSON.stringify({ date: new Date().toISOString(), rate: RATE, seconds: SECONDS, warm: WARM, runs }, null, 2)}\n`,
+)
+log(`written ${file}`)
+
+async function runOnce(variant: { name: string; dir: string }, index: number) {
+  const name = `lead_capture_stalls_${index}`
+  const admin = postgres(ADMIN_DATABASE_URL, { max: 1, onnotice: () => {} })
+  try {
+    await admin.unsafe(`drop database if exists ${name} with (force)`)
+    await admin.unsafe(`create database ${name} template ${TEMPLATE}`)
+  } finally {
+    await admin.end()
+  }
+  const url = new URL(ADMIN_DATABASE_URL)
+  url.pathname = `/${name}`
+  const port = await freePort()
+  const events: ServerEvent[] = []
+  const child = Bun.spawn(['bun', 'src/index.ts'], {
+    cwd: variant.dir,
+    env: {
+      ...process.env,
+      ...dockerfileJscEnv(variant.dir),
+      DATABASE_URL: url.toString(),
+      REDIS_URL,
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      LOG_LEVEL: 'info',
+      DIAGNOSE_STALLS: 'true',
+      WEBHOOK_SECRETS_KEY: SECRETS_KEY,
+      OUTBOUND_ALLOW_PRIVATE_NETWORKS: 'true',
+      DATA_DIR: `/tmp/${name}-data`,
+    },
+    stdout: 'pipe',
+    stderr: 'inherit',
+  })
+  void collectEvents(child.stdout, events)
+  const serviceStart = Date.now()
+  const base = `http://127.0.0.1:${port}`
+  try {
+    await waitForReady(base, '/readyz')
+    const request = (i: number, tag: string) => ({
+      url: `${base}/api/webhook/lead/${keys[i % keys.length]}`,
+      init: {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          first_name: 'Bench',
+          last_name: 'User',
+          email: `${tag}-${index}-${i}@example.com`,
+          company: 'Acme Ltd',
+        }),
+      },
+    })
+    log(`${variant.name} (run ${index + 1}): warm-up ${WARM} s, then ${SECONDS} s at ${RATE} req/s`)
+    await openLoop({ rate: RATE, seconds: WARM, makeRequest: (i) => request(i, 'warm') })
+    const samples: Array<{ due: number; latency: number }> = []
+    const result = await openLoop({
+      rate: RATE,
+      seconds: SECONDS,
+      makeRequest: (i) => request(i, 'run'),
+      onLatency: (due, latency) => samples.push({ due: performance.timeOrigin + due, latency }),
+    })
+    await Bun.sleep(200)
+    return report(variant.name, serviceStart, result, samples, events)
+  } finally {
+    child.kill('SIGTERM')
+    await Promise.race([child.exited, Bun.sleep(15_000).then(() => child.kill('SIGKILL'))])
+  }
+}
+
+async function collectEvents(stream: ReadableStream<Uint8Array>, events: ServerEvent[]) {
+  const decoder = new TextDecoder()
+  let rest = ''
+  const reader = stream.getReader()
+  for (;;) {
+    const { done, value } = await reader.read()
+    if (done) break
+    const lines = (rest + decoder.decode(value, { stream: true })).split('\n')
+    rest = lines.pop() ?? ''
+    for (const line of lines) {
+      // Cheap filter first: most lines are the access log.
+      if (!line.includes('"msg":"event loop stalled"') && !line.includes('"msg":"job run"')) continue
+      const entry = JSON.parse(line) as Record<string, unknown>
+      if (entry.msg === 'job run') {
+        events.push({
+          kind: 'job',
+          name: String(entry.job),
+          at: Number(entry.at),
+          durationMs: Number(entry.duration_ms),
+          fields: entry,
+        })
+      } else {
+        events.push({
+          kind: 'stall',
+          name: entry.gc ? 'stall (gc)' : 'stall',
+          at: Number(entry.at),
+          durationMs: Number(entry.delay_ms),
+          fields: entry,
+        })
+      }
+    }
+  }
+}
+
+function report(
+  variant: string,
+  serviceStart: number,
+  result: Awaited<ReturnType<typeof openLoop>>,
+  samples: Array<{ due: number; latency: number }>,
+  events: ServerEvent[],
+) {
+  const overlapping = (from: number, to: number) =>
+    events.filter((event) => event.at <= to && event.at + event.durationMs >= from)
+  // Grouped by name: "stall ×12 (longest 21.6 ms)", "last-request flush 176.6 ms (loop 12.1 ms)".
+  const describe = (list: ServerEvent[]) => {
+    const byName = new Map<string, ServerEvent[]>()
+    for (const event of list) byName.set(event.name, [...(byName.get(event.name) ?? []), event])
+    return [...byName].map(([name, group]) => {
+      const longest = group.reduce((a, b) => (b.durationMs > a.durationMs ? b : a))
+      const loop = longest.kind === 'job' ? `, loop ${longest.fields.loop_blocked_ms} ms` : ''
+      return `${name} ×${group.length} (longest ${longest.durationMs} ms${loop})`
+    })
+  }
+  const buckets = new Map<number, number[]>()
+  for (const sample of samples) {
+    const bucket = Math.floor((sample.due - serviceStart) / BUCKET_MS)
+    const list = buckets.get(bucket) ?? []
+    buckets.set(bucket, list)
+    list.push(sample.latency)
+  }
+  const slowBuckets: Array<{ t: number; n: number; p99: number; max: number; events: string[] }> = []
+  for (const [bucket, latencies] of [...buckets].sort((a, b) => a[0] - b[0])) {
+    latencies.sort((a, b) => a - b)
+    const p99 = percentile(latencies, 0.99)
+    const max = latencies[latencies.length - 1]!
+    if (p99 <= SLOW_MS && max <= 2 * SLOW_MS) continue
+    const from = serviceStart + bucket * BUCKET_MS
+    slowBuckets.push({
+      t: round((bucket * BUCKET_MS) / 1000, 1),
+      n: latencies.length,
+      p99: round(p99, 1),
+      max: round(max, 1),
+      events: describe(overlapping(from - 50, from + BUCKET_MS + max)),
+    })
+  }
+  // Each slow request is charged to every job or stall that overlaps it (due → answered).
+  const blame: Record<string, number> = {}
+  let slow = 0
+  for (const sample of samples) {
+    if (sample.latency <= SLOW_MS) continue
+    slow++
+    const causes = new Set(overlapping(sample.due, sample.due + sample.latency).map((event) => event.name))
+    if (causes.size === 0) causes.add('(none logged)')
+    for (const cause of causes) blame[cause] = (blame[cause] ?? 0) + 1
+  }
+  const jobs: Record<string, { runs: number; maxDurationMs: number; maxLoopBlockedMs: number }> = {}
+  for (const event of events) {
+    if (event.kind !== 'job') continue
+    const job = jobs[event.name] ?? { runs: 0, maxDurationMs: 0, maxLoopBlockedMs: 0 }
+    jobs[event.name] = job
+    job.runs++
+    job.maxDurationMs = Math.max(job.maxDurationMs, event.durationMs)
+    job.maxLoopBlockedMs = Math.max(job.maxLoopBlockedMs, Number(event.fields.loop_blocked_ms ?? 0))
+  }
+  const stalls = events.filter((event) => event.kind === 'stall')
+  const gcStalls = stalls.filter((event) => event.fields.gc)
+  console.log(
+    `\n== ${variant}: p50 ${round(result.p50Ms)} ms, p99 ${round(result.p99Ms)} ms, max ${round(result.maxMs)} ms, ${slow} of ${samples.length} over ${SLOW_MS} ms, client ${result.clientCores} cores`,
+  )
+  console.log(
+    `event-loop stalls >= 3 ms: ${stalls.length} (${gcStalls.length} with a GC), longest ${round(Math.max(0, ...stalls.map((event) => event.durationMs)), 1)} ms`,
+  )
+  // The worst MAX_BUCKETS by max latency, in time order: an overloaded run would list every bucket.
+  const worst = [...slowBuckets]
+    .sort((a, b) => b.max - a.max)
+    .slice(0, MAX_BUCKETS)
+    .sort((a, b) => a.t - b.t)
+  console.log(
+    `slow buckets: ${slowBuckets.length} of ${buckets.size}; the worst ${worst.length} (t = seconds since the service was spawned):`,
+  )
+  for (const bucket of worst) {
+    console.log(
+      `  t=${String(bucket.t).padStart(5)} n=${bucket.n} p99 ${bucket.p99} max ${bucket.max}  ${bucket.events.join('; ')}`,
+    )
+  }
+  console.log(`slow requests overlapping: ${JSON.stringify(blame)}`)
+  console.log(`job runs (whole life of the service): ${JSON.stringify(jobs)}`)
+  return {
+    variant,
+    p50Ms: round(result.p50Ms),
+    p99Ms: round(result.p99Ms),
+    maxMs: round(result.maxMs),
+    slow,
+    requests: samples.length,
+    stalls: stalls.length,
+    gcStalls: gcStalls.length,
+    blame,
+    jobs,
+    slowBuckets: worst,
+  }
+}
+
+/** An enabled endpoint of the benchmark's organization that takes source.status_changed. */
+async function addStatusEndpoint(databaseUrl: string, receiverUrl: string) {
+  const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} })
+  try {
+    const [row] = await sql`select organization_id from webhook_sources limit 1`
+    const now = new Date()
+    await sql`insert into webhook_endpoints (id, organization_id, url, event_types, secret_ciphertext, created_at, updated_at)
+      values (${newId()}, ${row!.organization_id as string}, ${receiverUrl}, '["source.status_changed"]'::jsonb,
+        ${new SecretBox(SECRETS_KEY).seal(`whsec_${Buffer.alloc(24, 1).toString('base64')}`)}, ${now}, ${now})`
+  } finally {
+    await sql.end()
+  }
+}
