@@ -4,6 +4,7 @@ import type { RequestFacts } from '../delivery-logs/log-writer'
 import type { DeliverySignal } from '../webhook-endpoints/signal'
 import type { KeyVerdict } from './key-limit'
 import type { NormalizedLead } from './normalize'
+import type { InboundPressure } from './pressure'
 import { type InboundRepository, type IngestItem, type IngestRow, ingestItem } from './repository'
 
 /** Bounds one group's statement (about 1 MB of JSON at most; a group of inbound bodies is small). */
@@ -64,6 +65,8 @@ export class GroupCommitWriter {
     private readonly ctx: AppContext,
     private readonly repository: InboundRepository,
     private readonly signal: DeliverySignal,
+    /** Told when every connection is busy and when one is free again: the worker defers meanwhile. */
+    private readonly pressure: InboundPressure,
   ) {
     // As many groups in flight as the pool has connections; PGlite has one.
     this.maxInFlight = ctx.database.engine === 'pglite' ? 1 : ctx.config.databasePoolSize
@@ -102,8 +105,10 @@ export class GroupCommitWriter {
       const keys = group.flatMap((waiting) => waiting.keys)
       for (const key of keys) this.keysInFlight.set(key, (this.keysInFlight.get(key) ?? 0) + 1)
       this.inFlight++
+      if (this.inFlight === this.maxInFlight) this.pressure.setBusy(true)
       void this.write(group).finally(() => {
         this.inFlight--
+        this.pressure.setBusy(false)
         for (const key of keys) {
           const left = this.keysInFlight.get(key)! - 1
           if (left === 0) this.keysInFlight.delete(key)
