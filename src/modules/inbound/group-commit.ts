@@ -65,7 +65,7 @@ export class GroupCommitWriter {
     private readonly ctx: AppContext,
     private readonly repository: InboundRepository,
     private readonly signal: DeliverySignal,
-    /** Told when every connection is busy and when one is free again: the worker defers meanwhile. */
+    /** Told how many leads wait here: the delivery worker defers while many do. */
     private readonly pressure: InboundPressure,
   ) {
     // As many groups in flight as the pool has connections; PGlite has one.
@@ -84,6 +84,7 @@ export class GroupCommitWriter {
     const item = ingestItem(source, lead, facts)
     return new Promise<IngestResult>((resolve, reject) => {
       this.queue.push({ item, keys: dedupKeys(item), resolve, reject })
+      this.pressure.add(1)
       this.scheduleFlush()
     })
   }
@@ -105,10 +106,9 @@ export class GroupCommitWriter {
       const keys = group.flatMap((waiting) => waiting.keys)
       for (const key of keys) this.keysInFlight.set(key, (this.keysInFlight.get(key) ?? 0) + 1)
       this.inFlight++
-      if (this.inFlight === this.maxInFlight) this.pressure.setBusy(true)
       void this.write(group).finally(() => {
         this.inFlight--
-        this.pressure.setBusy(false)
+        this.pressure.add(-group.length)
         for (const key of keys) {
           const left = this.keysInFlight.get(key)! - 1
           if (left === 0) this.keysInFlight.delete(key)
