@@ -38,6 +38,8 @@ import { DeliveryWorker } from './modules/webhook-endpoints/worker'
  */
 export interface ServiceParts {
   leadsRepository?: LeadsRepository
+  /** The lead path's pressure as both the group commit and the delivery worker see it. */
+  inboundPressure?: InboundPressure
 }
 
 export function buildServices(ctx: AppContext, parts: ServiceParts = {}) {
@@ -52,7 +54,7 @@ export function buildServices(ctx: AppContext, parts: ServiceParts = {}) {
   const deliverySignal = new DeliverySignal()
   // Inbound first (docs/webhooks.md): the group commit tells the delivery worker when leads wait
   // for connections, and the worker then defers lead events to a floor rate.
-  const inboundPressure = new InboundPressure(ctx.clock)
+  const inboundPressure = parts.inboundPressure ?? new InboundPressure(ctx.clock)
   const sourceCache = new SourceCache(ctx)
   const identity = new IdentityService(ctx)
   const deliveryLogs = new DeliveryLogsService(ctx)

@@ -84,6 +84,8 @@ export class DeliveryWorker {
   private pumpAgain = false
   private lastPumpAt = Number.NEGATIVE_INFINITY
   private spacedWake: ReturnType<typeof setTimeout> | undefined
+  /** The spaced wake-up is deliverDue()'s: it does not wait for the deferred interval either. */
+  private spacedNow = false
   /** The next claim while deferring; unlike spacedWake, deliverDue() does not wait for it. */
   private deferredWake: ReturnType<typeof setTimeout> | undefined
   /** Lead-event first attempts the floor allows now while deferring (a token bucket on ctx.clock). */
@@ -150,7 +152,10 @@ export class DeliveryWorker {
       this.pumpAgain = true
       return
     }
-    if (this.spacedWake) return
+    if (this.spacedWake) {
+      this.spacedNow ||= now
+      return
+    }
     const deferring = this.deps.pressure.underPressure()
     if (deferring !== this.deferring) {
       this.deferring = deferring
@@ -171,9 +176,10 @@ export class DeliveryWorker {
     }
     const wait = this.lastPumpAt + WORKER_STATEMENT_SPACING_MS - performance.now()
     if (wait > 0) {
+      this.spacedNow = now
       this.spacedWake = setTimeout(() => {
         this.spacedWake = undefined
-        this.wake()
+        this.wakeUp(this.spacedNow)
       }, wait)
       return
     }
