@@ -120,7 +120,8 @@ describe('inbound first: a saturated replica defers lead events to a floor rate'
     expect(all.map((entry) => leadIdOf(entry)).sort()).toEqual([...leads].sort())
     const ids = all.map((entry) => entry.headers['webhook-id']!)
     expect(new Set(ids).size).toBe(30)
-    for (const entry of all) expect(entry.headers['webhook-id']).toBe(entry.json.data.delivery_log_id as string)
+    for (const entry of all)
+      expect(entry.headers['webhook-id']).toBe(entry.json.data.delivery_log_id as string)
     expect(await pendingOf(ctx, endpoint.id)).toHaveLength(0)
     const succeeded = await ctx.db
       .select({ id: webhookDeliveries.messageId, attempts: webhookDeliveries.attemptCount })
