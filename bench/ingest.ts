@@ -43,6 +43,8 @@ import {
  *                                  for every service contender; the variant `endpoint` instead
  *                                  enables it for that contender only (the default service without
  *                                  an endpoint and with one in the same rounds: issue [6]'s 10%)
+ *                                  Each such service keeps running after its load until its outbox
+ *                                  is drained: the drain time and exactly-once check are recorded
  *   --replicas N                   every contender as N processes on one port (SO_REUSEPORT)
  *   --quick                        one level, one round, short runs: a check, not a measurement
  */
