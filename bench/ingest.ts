@@ -90,9 +90,11 @@ const SERVICE_VARIANTS: Record<string, Record<string, string>> = {
   both: { DATABASE_DRIVER: 'bun-sql', REDIS_DRIVER: 'bun' },
   /** The default service with the benchmark's webhook endpoint enabled while it runs. */
   endpoint: {},
+  /** The same with inbound first off: every event sent at once (the policy's paired comparison). */
+  'endpoint-eager': { WEBHOOK_INBOUND_FIRST: 'false' },
 }
 /** Variants that run with the webhook endpoint enabled (the others run with it disabled). */
-const ENDPOINT_VARIANTS = new Set(['endpoint'])
+const ENDPOINT_VARIANTS = new Set(['endpoint', 'endpoint-eager'])
 
 function variantEnv(name: string): Record<string, string> {
   const known = SERVICE_VARIANTS[name]

@@ -38,6 +38,8 @@ export const EnvSchema = Type.Object({
   WEBHOOK_SECRETS_KEY: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9+/]{43}=$' })),
   OUTBOUND_ALLOW_PRIVATE_NETWORKS: Type.Boolean({ default: false }),
   WEBHOOK_TIMEOUT_MS: Type.Integer({ minimum: 100, maximum: 60_000, default: 15_000 }),
+  // Inbound first (docs/webhooks.md): a saturated replica defers lead events to a floor rate.
+  WEBHOOK_INBOUND_FIRST: Type.Boolean({ default: true }),
 })
 
 export type Env = Static<typeof EnvSchema>
@@ -71,6 +73,8 @@ export interface Config {
   outboundAllowPrivateNetworks: boolean
   /** An outbound webhook attempt fails when the receiver has not answered within this time. */
   webhookTimeoutMs: number
+  /** Defer lead events to a floor rate while the lead path is saturated (docs/webhooks.md, "Inbound first"). */
+  webhookInboundFirst: boolean
 }
 
 export class ConfigError extends Error {
@@ -143,6 +147,7 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
     webhookSecretsKey: env.WEBHOOK_SECRETS_KEY,
     outboundAllowPrivateNetworks: env.OUTBOUND_ALLOW_PRIVATE_NETWORKS,
     webhookTimeoutMs: env.WEBHOOK_TIMEOUT_MS,
+    webhookInboundFirst: env.WEBHOOK_INBOUND_FIRST,
   }
 }
 

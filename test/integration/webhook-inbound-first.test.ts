@@ -31,10 +31,10 @@ const SATURATED = 4 * PRESSURE_ENTER_LEADS
  * files left in a shared database, due on another clock, are not claimed here), an endpoint with a
  * real receiver, a source. The worker is driven by hand (deliverDue, as the poll does).
  */
-async function setup(reply?: Parameters<typeof startReceiver>[0]) {
+async function setup(reply?: Parameters<typeof startReceiver>[0], env?: Record<string, string>) {
   // Earlier than any other test file's clock: their leftover deliveries are never due here.
   const clock = new FakeClock(Date.UTC(2024, 5, 1))
-  const { app, ctx, services } = await makeTestApp({ clock })
+  const { app, ctx, services } = await makeTestApp({ clock, env })
   const { organization, token } = await createSignedInUser(ctx)
   const receiver = startReceiver(reply)
   const worker = services.deliveryWorker
@@ -129,6 +129,16 @@ describe('inbound first: a saturated replica defers lead events to a floor rate'
       .where(and(eq(webhookDeliveries.endpointId, endpoint.id), inArray(webhookDeliveries.messageId, ids)))
     expect(succeeded).toHaveLength(30)
     expect(succeeded.every((row) => row.attempts === 1)).toBe(true)
+  })
+
+  test('WEBHOOK_INBOUND_FIRST=false: under the same pressure every lead event goes at once', async () => {
+    const { receiver, worker, postLeads, saturate } = await setup(undefined, {
+      WEBHOOK_INBOUND_FIRST: 'false',
+    })
+    await postLeads(30)
+    saturate(true)
+    await worker.deliverDue()
+    expect(leadEvents(receiver.received)).toHaveLength(30)
   })
 
   test('the floor keeps the backlog moving however long the saturation lasts', async () => {

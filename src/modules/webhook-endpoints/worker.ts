@@ -156,7 +156,7 @@ export class DeliveryWorker {
       this.spacedNow ||= now
       return
     }
-    const deferring = this.deps.pressure.underPressure()
+    const deferring = this.ctx.config.webhookInboundFirst && this.deps.pressure.underPressure()
     if (deferring !== this.deferring) {
       this.deferring = deferring
       // The floor starts empty at each saturated spell: its first lead events go a tick later.
