@@ -1,7 +1,7 @@
 import { afterEach, beforeAll, describe, expect, test } from 'bun:test'
 import { and, eq, inArray } from 'drizzle-orm'
 import type { AppContext } from '../../src/context'
-import { webhookDeliveries } from '../../src/db/schema'
+import { webhookDeliveries, webhookEndpoints } from '../../src/db/schema'
 import { FakeClock } from '../../src/lib/clock'
 import { newId } from '../../src/lib/ids'
 import { InboundPressure, PRESSURE_ENTER_LEADS } from '../../src/modules/inbound/pressure'
@@ -32,8 +32,9 @@ const SATURATED = 4 * PRESSURE_ENTER_LEADS
  * real receiver, a source. The worker is driven by hand (deliverDue, as the poll does).
  */
 async function setup(reply?: Parameters<typeof startReceiver>[0], env?: Record<string, string>) {
-  // Earlier than any other test file's clock: their leftover deliveries are never due here.
-  const clock = new FakeClock(Date.UTC(2024, 5, 1))
+  // Earlier than any other test file's clock: deliveries other files left pending in a shared
+  // database are never due here, and never take the floor's budget.
+  const clock = new FakeClock(Date.UTC(2001, 5, 1))
   const { app, ctx, services } = await makeTestApp({ clock, env })
   const { organization, token } = await createSignedInUser(ctx)
   const receiver = startReceiver(reply)
@@ -41,6 +42,10 @@ async function setup(reply?: Parameters<typeof startReceiver>[0], env?: Record<s
   cleanups.push(() => receiver.stop())
   cleanups.push(() => worker.stop(0))
   const endpoint = await createWebhookEndpoint(services, organization.id, { url: receiver.url })
+  // Its deliveries go with it: a backlog left pending here would be due for the next run's clock.
+  cleanups.push(async () => {
+    await ctx.db.delete(webhookEndpoints).where(eq(webhookEndpoints.id, endpoint.id))
+  })
   const { apiKey, source } = await createSource(ctx, organization.id, { name: 'Site' })
   const postLeads = async (count: number) => {
     const ids: string[] = []
@@ -52,6 +57,8 @@ async function setup(reply?: Parameters<typeof startReceiver>[0], env?: Record<s
       )
       expect(response.status).toBe(200)
       ids.push(((await response.json()) as { lead_id: string }).lead_id)
+      // One millisecond apart: the claim's order (next_attempt_at) is then the order they came in.
+      clock.advance(1)
     }
     return ids
   }

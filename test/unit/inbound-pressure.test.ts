@@ -74,7 +74,8 @@ describe('InboundPressure: leads waiting in the group commit, averaged over time
         const last = steps.at(-1)!.waiting
         expect(Math.abs(pressure.averageWaiting() - last)).toBeLessThan(1e-3 * Math.max(1, last))
         // Between the thresholds the answer depends on the past (hysteresis); outside, it does not.
-        if (last >= PRESSURE_ENTER_LEADS) expect(pressure.underPressure()).toBe(true)
+        // (Exactly at a threshold the average only tends to it, from either side: not asserted.)
+        if (last > PRESSURE_ENTER_LEADS) expect(pressure.underPressure()).toBe(true)
         if (last < PRESSURE_EXIT_LEADS) expect(pressure.underPressure()).toBe(false)
       }),
     )
