@@ -43,6 +43,8 @@ import {
  *                                  for every service contender; the variant `endpoint` instead
  *                                  enables it for that contender only (the default service without
  *                                  an endpoint and with one in the same rounds: issue [6]'s 10%)
+ *                                  Each such service keeps running after its load until its outbox
+ *                                  is drained: the drain time and exactly-once check are recorded
  *   --replicas N                   every contender as N processes on one port (SO_REUSEPORT)
  *   --quick                        one level, one round, short runs: a check, not a measurement
  */
@@ -77,6 +79,8 @@ const THREADS = Number(process.env.BENCH_THREADS ?? 1)
 const POOL_SIZE = String(process.env.BENCH_POOL_SIZE ?? 10)
 const REPLICAS = Number(cli.replicas ?? 1)
 if (!Number.isInteger(REPLICAS) || REPLICAS < 1) throw new Error('--replicas: a whole number of 1 or more')
+/** How long a service may take to drain its outbox after its load before the run gives up waiting. */
+const DRAIN_TIMEOUT_SECONDS = Number(process.env.BENCH_DRAIN_TIMEOUT_SECONDS ?? 900)
 /** Seals the benchmark endpoint's signing secret; the services get it as WEBHOOK_SECRETS_KEY. */
 const SECRETS_KEY = Buffer.alloc(32, 7).toString('base64')
 
@@ -88,9 +92,11 @@ const SERVICE_VARIANTS: Record<string, Record<string, string>> = {
   both: { DATABASE_DRIVER: 'bun-sql', REDIS_DRIVER: 'bun' },
   /** The default service with the benchmark's webhook endpoint enabled while it runs. */
   endpoint: {},
+  /** The same with inbound first off: every event sent at once (the policy's paired comparison). */
+  'endpoint-eager': { WEBHOOK_INBOUND_FIRST: 'false' },
 }
 /** Variants that run with the webhook endpoint enabled (the others run with it disabled). */
-const ENDPOINT_VARIANTS = new Set(['endpoint'])
+const ENDPOINT_VARIANTS = new Set(['endpoint', 'endpoint-eager'])
 
 function variantEnv(name: string): Record<string, string> {
   const known = SERVICE_VARIANTS[name]
@@ -123,8 +129,11 @@ export interface IngestRun extends IngestFigures {
   levels: IngestFigures[]
   /** 2xx answers over the warm-up and every level. */
   answered: number
-  /** Counted after a service's run: leads stored, and with `--endpoint` deliveries received and left pending. */
-  extra?: Record<string, number>
+  /**
+   * Counted after a service's run: leads stored; with an endpoint, how long the outbox took to drain
+   * after the load stopped and whether every lead's event arrived exactly once.
+   */
+  extra?: Record<string, number | boolean>
 }
 
 /**
@@ -141,6 +150,8 @@ async function measure(
   label: string,
   start: () => ReturnType<typeof spawnServer>,
   keysFile: string,
+  /** Run after the last level while the server still runs (the outbox drain). */
+  afterLoad?: () => Promise<void>,
 ): Promise<IngestRun> {
   // The tag starts every e-mail wrk sends: a label such as `service [bunsql]` would make them invalid
   // (answered 200 as missing_contact, storing no lead), so only letters, digits and dashes.
@@ -173,6 +184,7 @@ async function measure(
       // flatter the figure; such a level is kept in the output but never counts as the throughput.
       levels.push({ ...result, connections, peakRssMb: megabytes(server.peakRssBytes()) })
     }
+    await afterLoad?.()
     const counted = levels.filter((level) => level.non2xx === 0 && level.socketErrors === 0)
     if (counted.length === 0) throw new Error(`${label}: every level had errors or non-2xx answers`)
     const best = counted.reduce((a, b) => (b.requestsPerSecond > a.requestsPerSecond ? b : a))
@@ -302,6 +314,8 @@ export interface IngestPlan {
   contenders: Contender[]
   /** Run before each service contender starts (the endpoint's outbox reset and enabled flag). */
   beforeService?: (contender: Contender) => Promise<void>
+  /** Run after a service contender's load, before it stops (waits for its outbox to drain). */
+  drain?: (label: string) => Promise<void>
   /** Run after each service contender stops (the `--endpoint` delivery count). */
   afterService?: () => Promise<Record<string, number>>
 }
@@ -378,22 +392,30 @@ export async function checkoutBaseline(
 /**
  * A loopback receiver answering 200 and one endpoint subscribed to `lead.created`: every service
  * contender then writes the outbox in ingest_leads() and delivers. Before each service starts the
- * outbox is emptied, so no contender delivers another's backlog; after it stops, how many events
- * arrived and how many were still pending (the delivery backlog it left) are printed with its run.
+ * outbox is emptied, so no contender delivers another's backlog. After its load the service keeps
+ * running until its outbox is drained (inbound first, docs/webhooks.md: a saturated replica sends
+ * lead events at a floor rate and the rest once the load is gone); how long that took, the
+ * deliveries received and the distinct `webhook-id`s among them are printed with its run.
  */
 async function withEndpoint(databaseUrls: string[]): Promise<{
   env: Record<string, string>
   beforeService(contender: Contender): Promise<void>
+  drain(label: string): Promise<void>
   afterService(): Promise<Record<string, number>>
   close(): Promise<void>
 }> {
   let received = 0
+  const messageIds = new Set<string>()
+  let drainMs = 0
+  let pendingAtLoadEnd = 0
+  let drained = true
   const receiver = Bun.serve({
     port: 0,
     hostname: '127.0.0.1',
     async fetch(request) {
       await request.arrayBuffer()
       received++
+      messageIds.add(request.headers.get('webhook-id') ?? '')
       return new Response('ok')
     },
   })
@@ -404,20 +426,45 @@ async function withEndpoint(databaseUrls: string[]): Promise<{
     await addWebhookEndpoint(sql, `http://127.0.0.1:${receiver.port}/hook`, SECRETS_KEY)
   // The endpoint's database of the contender running now; none for a baseline without `--endpoint`.
   let current: postgres.Sql | undefined
+  const pending = async (sql: postgres.Sql) =>
+    (await sql`select count(*)::int as n from webhook_deliveries where status = 'pending'`)[0]!.n as number
   return {
     env: { WEBHOOK_SECRETS_KEY: SECRETS_KEY, OUTBOUND_ALLOW_PRIVATE_NETWORKS: 'true' },
     async beforeService(contender) {
       current = connections.get(contender.database?.databaseUrl ?? databaseUrls[0]!)
       received = 0
+      messageIds.clear()
+      drainMs = 0
+      pendingAtLoadEnd = 0
+      drained = true
       if (!current) return
       await current`delete from webhook_deliveries where status = 'pending'`
       await current`update webhook_endpoints set enabled = ${contender.webhookEndpoint === true}`
     },
+    async drain(label) {
+      if (!current) return
+      const started = performance.now()
+      pendingAtLoadEnd = await pending(current)
+      let left = pendingAtLoadEnd
+      while (left > 0 && performance.now() - started < DRAIN_TIMEOUT_SECONDS * 1000) {
+        await Bun.sleep(100)
+        left = await pending(current)
+      }
+      drainMs = Math.round(performance.now() - started)
+      drained = left === 0
+      log(
+        `${label}: ${pendingAtLoadEnd} deliveries pending when the load stopped, ${drained ? `drained in ${round(drainMs / 1000, 1)} s` : `${left} still pending after ${DRAIN_TIMEOUT_SECONDS} s`}`,
+      )
+    },
     async afterService(): Promise<Record<string, number>> {
       if (!current) return {}
-      const [row] =
-        await current`select count(*)::int as pending from webhook_deliveries where status = 'pending'`
-      return { deliveries_received: received, deliveries_pending_at_stop: row!.pending as number }
+      return {
+        deliveries_received: received,
+        distinct_webhook_ids: messageIds.size,
+        deliveries_pending_at_load_end: pendingAtLoadEnd,
+        drain_ms: drainMs,
+        deliveries_pending_at_stop: await pending(current),
+      }
     },
     async close() {
       receiver.stop(true)
@@ -510,14 +557,23 @@ export async function runIngestBenchmark(
           contender.name,
           () => contender.start(database.databaseUrl),
           database.keysFile,
+          isService && plan.drain ? () => plan.drain!(contender.name) : undefined,
         )
         if (isService) {
+          const leadsStored = (await leadCount(database.databaseUrl)) - leadsBefore
+          const deliveries = await plan.afterService?.()
           run.extra = {
             requests_answered: run.answered,
-            leads_stored: (await leadCount(database.databaseUrl)) - leadsBefore,
+            leads_stored: leadsStored,
             ...(await answersSince(database.databaseUrl, startedAt!)),
-            ...(await plan.afterService?.()),
+            ...deliveries,
           }
+          // Every lead created has its one lead.created event: each arrived, and none twice.
+          if (contender.webhookEndpoint && deliveries)
+            run.extra.every_event_delivered_once =
+              deliveries.distinct_webhook_ids === leadsStored &&
+              deliveries.deliveries_received === leadsStored &&
+              deliveries.deliveries_pending_at_stop === 0
         }
         runs[contender.name]!.push(run)
       }
@@ -639,6 +695,7 @@ if (import.meta.main) {
       cleanups.push(endpoint.close)
       serviceEnv = endpoint.env
       plan.beforeService = endpoint.beforeService
+      plan.drain = endpoint.drain
       plan.afterService = endpoint.afterService
     }
     const handlers = plan.contenders.filter((contender) => contender.kind === 'handler')

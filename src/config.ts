@@ -44,6 +44,8 @@ export const EnvSchema = Type.Object({
   WEBHOOK_TIMEOUT_MS: Type.Integer({ minimum: 100, maximum: 60_000, default: 15_000 }),
   // Logs every periodic job run and every event-loop stall with its cause (bench/stall-timeline.ts).
   DIAGNOSE_STALLS: Type.Boolean({ default: false }),
+  // Inbound first (docs/webhooks.md): a saturated replica defers lead events to a floor rate.
+  WEBHOOK_INBOUND_FIRST: Type.Boolean({ default: true }),
 })
 
 export type Env = Static<typeof EnvSchema>
@@ -81,6 +83,8 @@ export interface Config {
   webhookTimeoutMs: number
   /** Log each periodic job run (duration, event-loop blocking) and each event-loop stall (src/lib/stall-probe.ts). */
   diagnoseStalls: boolean
+  /** Defer lead events to a floor rate while the lead path is saturated (docs/webhooks.md, "Inbound first"). */
+  webhookInboundFirst: boolean
 }
 
 export class ConfigError extends Error {
@@ -158,6 +162,7 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
     outboundAllowPrivateNetworks: env.OUTBOUND_ALLOW_PRIVATE_NETWORKS,
     webhookTimeoutMs: env.WEBHOOK_TIMEOUT_MS,
     diagnoseStalls: env.DIAGNOSE_STALLS,
+    webhookInboundFirst: env.WEBHOOK_INBOUND_FIRST,
   }
 }
 

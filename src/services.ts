@@ -10,6 +10,7 @@ import { DeliveryLogWriter } from './modules/delivery-logs/log-writer'
 import { DeliveryLogsService } from './modules/delivery-logs/service'
 import { GroupCommitWriter } from './modules/inbound/group-commit'
 import { LastRequestRecorder } from './modules/inbound/last-request'
+import { InboundPressure } from './modules/inbound/pressure'
 import { RejectionAggregator } from './modules/inbound/rejection-aggregator'
 import { InboundRepository } from './modules/inbound/repository'
 import { InboundService } from './modules/inbound/service'
@@ -37,6 +38,8 @@ import { DeliveryWorker } from './modules/webhook-endpoints/worker'
  */
 export interface ServiceParts {
   leadsRepository?: LeadsRepository
+  /** The lead path's pressure as both the group commit and the delivery worker see it. */
+  inboundPressure?: InboundPressure
 }
 
 export function buildServices(ctx: AppContext, parts: ServiceParts = {}) {
@@ -49,6 +52,9 @@ export function buildServices(ctx: AppContext, parts: ServiceParts = {}) {
   const checkLimit: RateLimitCheck = (rules: RateLimitRule[]) => checkRateLimit(ctx, rules)
   // In-process wake-ups of this replica's delivery worker by whoever queued an event.
   const deliverySignal = new DeliverySignal()
+  // Inbound first (docs/webhooks.md): the group commit tells the delivery worker when leads wait
+  // for connections, and the worker then defers lead events to a floor rate.
+  const inboundPressure = parts.inboundPressure ?? new InboundPressure(ctx.clock)
   const sourceCache = new SourceCache(ctx)
   const identity = new IdentityService(ctx)
   const deliveryLogs = new DeliveryLogsService(ctx)
@@ -67,6 +73,7 @@ export function buildServices(ctx: AppContext, parts: ServiceParts = {}) {
     credentials,
     checkLimit,
     deliverySignal,
+    inboundPressure,
     sourceCache,
     identity,
     deliveryLogs,
@@ -75,7 +82,11 @@ export function buildServices(ctx: AppContext, parts: ServiceParts = {}) {
     members,
     sources,
     webhookEndpoints,
-    deliveryWorker: new DeliveryWorker(ctx, { signal: deliverySignal, endpoints: webhookEndpoints }),
+    deliveryWorker: new DeliveryWorker(ctx, {
+      signal: deliverySignal,
+      endpoints: webhookEndpoints,
+      pressure: inboundPressure,
+    }),
     inbound: new InboundService(ctx, {
       guard: inputGuard,
       registry: requests,
@@ -84,7 +95,7 @@ export function buildServices(ctx: AppContext, parts: ServiceParts = {}) {
       repository: inboundRepository,
       // Accepted leads, grouped into one ingest_leads() call; a group that queued webhook events
       // wakes this replica's delivery worker.
-      writer: new GroupCommitWriter(ctx, inboundRepository, deliverySignal),
+      writer: new GroupCommitWriter(ctx, inboundRepository, deliverySignal, inboundPressure),
       deliveryLogs: deliveryLogWriter,
       rejections: new RejectionAggregator(ctx, deliveryLogWriter),
       lastRequests: new LastRequestRecorder(ctx),

@@ -2,6 +2,7 @@ import { describe, expect, test } from 'bun:test'
 import { eq } from 'drizzle-orm'
 import { leads } from '../../src/db/schema'
 import { GroupCommitWriter, SourceGoneError } from '../../src/modules/inbound/group-commit'
+import { InboundPressure } from '../../src/modules/inbound/pressure'
 import { InboundRepository } from '../../src/modules/inbound/repository'
 import { DeliverySignal } from '../../src/modules/webhook-endpoints/signal'
 import { createSource } from '../helpers/factories'
@@ -60,7 +61,12 @@ describe('POST /api/webhook/lead/{api_key}: outcomes', () => {
       }
       // INGEST_GROUPS_IN_FLIGHT (by default the pool size) left out of the way: the database decides.
       const counted = { ...ctx, database, config: { ...ctx.config, ingestGroupsInFlight: 200 } }
-      const writer = new GroupCommitWriter(counted, new InboundRepository(counted), new DeliverySignal())
+      const writer = new GroupCommitWriter(
+        counted,
+        new InboundRepository(counted),
+        new DeliverySignal(),
+        new InboundPressure(ctx.clock),
+      )
       const results = []
       // One lead per event-loop turn: each turn's flush sends a group of its own while earlier ones run.
       for (let index = 0; index < 30; index++) {

@@ -1,7 +1,9 @@
 import { describe, expect, test } from 'bun:test'
 import type { AppContext } from '../../src/context'
+import { systemClock } from '../../src/lib/clock'
 import { createMemoryLogger } from '../../src/lib/logger'
 import { GroupCommitWriter } from '../../src/modules/inbound/group-commit'
+import { InboundPressure } from '../../src/modules/inbound/pressure'
 import type { InboundRepository, IngestItem, IngestRow } from '../../src/modules/inbound/repository'
 import type { DeliverySignal } from '../../src/modules/webhook-endpoints/signal'
 import { leadWithEmail, requestFacts } from '../helpers/inbound'
@@ -56,7 +58,12 @@ function writerWith(env: Record<string, string>, repository: InboundRepository):
     database: { engine: 'postgres', queryConcurrency: config.databasePoolSize },
     logger: createMemoryLogger('silent'),
   } as unknown as AppContext
-  return new GroupCommitWriter(ctx, repository, { wake: () => {} } as unknown as DeliverySignal)
+  return new GroupCommitWriter(
+    ctx,
+    repository,
+    { wake: () => {} } as unknown as DeliverySignal,
+    new InboundPressure(systemClock),
+  )
 }
 
 const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve))

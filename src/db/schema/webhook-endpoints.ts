@@ -100,6 +100,14 @@ export const webhookDeliveries = pgTable(
     index('webhook_deliveries_due_idx')
       .on(table.endpointId, table.nextAttemptAt)
       .where(sql`${table.status} = 'pending'`),
+    // The claim of a saturated replica (inbound first, docs/webhooks.md): alerts, pings and retries
+    // go on while lead events wait, without walking their backlog. A lead event enters it only once
+    // an attempt of it failed (last_attempt_at is set when a result is recorded, never by the claim).
+    index('webhook_deliveries_priority_due_idx')
+      .on(table.endpointId, table.nextAttemptAt)
+      .where(
+        sql`${table.status} = 'pending' and (${table.eventType} not like 'lead.%' or ${table.lastAttemptAt} is not null)`,
+      ),
   ],
 )
 

@@ -4,6 +4,7 @@ import type { RequestFacts } from '../delivery-logs/log-writer'
 import type { DeliverySignal } from '../webhook-endpoints/signal'
 import type { KeyVerdict } from './key-limit'
 import type { NormalizedLead } from './normalize'
+import type { InboundPressure } from './pressure'
 import { type InboundRepository, type IngestItem, type IngestRow, ingestItem } from './repository'
 
 /** Bounds one group's statement (about 1 MB of JSON at most; a group of inbound bodies is small). */
@@ -64,6 +65,8 @@ export class GroupCommitWriter {
     private readonly ctx: AppContext,
     private readonly repository: InboundRepository,
     private readonly signal: DeliverySignal,
+    /** Told how many leads wait here: the delivery worker defers while many do. */
+    private readonly pressure: InboundPressure,
   ) {
     // At most as many groups in flight as connections send them (DatabaseHandle.queryConcurrency:
     // PGlite has one, bun-sql its share of the pool); INGEST_GROUPS_IN_FLIGHT may allow fewer.
@@ -82,6 +85,7 @@ export class GroupCommitWriter {
     const item = ingestItem(source, lead, facts)
     return new Promise<IngestResult>((resolve, reject) => {
       this.queue.push({ item, keys: dedupKeys(item), resolve, reject })
+      this.pressure.add(1)
       this.scheduleFlush()
     })
   }
@@ -105,6 +109,7 @@ export class GroupCommitWriter {
       this.inFlight++
       void this.write(group).finally(() => {
         this.inFlight--
+        this.pressure.add(-group.length)
         for (const key of keys) {
           const left = this.keysInFlight.get(key)! - 1
           if (left === 0) this.keysInFlight.delete(key)

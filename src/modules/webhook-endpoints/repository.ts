@@ -319,7 +319,20 @@ interface ClaimOptions {
   limit: number
   perEndpoint: number
   inFlight: Record<string, number>
+  /**
+   * Only deliveries that are not a lead event's first attempt (alerts, pings, retries): what the
+   * worker still sends at full speed while the inbound path is saturated (PRIORITY_DUE below).
+   */
+  priorityOnly?: boolean
 }
+
+/**
+ * The deliveries a saturated replica does not defer (docs/webhooks.md, "Inbound first"): every
+ * event but lead.*, and every delivery attempted before (a retry, a replay). The same text as the
+ * partial index webhook_deliveries_priority_due_idx, so the planner uses it: the claim then never
+ * walks the backlog of lead events to find the few that go first.
+ */
+const PRIORITY_DUE = sql`and (d.event_type not like 'lead.%' or d.last_attempt_at is not null)`
 
 /** How an attempt ended, as recorded. */
 export interface AttemptOutcome {
@@ -454,18 +467,19 @@ const CLAIM_SQL = (o: ClaimOptions) => {
   const now = o.now.toISOString()
   const inFlight = JSON.stringify(o.inFlight)
   const leaseUntil = o.leaseUntil.toISOString()
+  const only = o.priorityOnly ? PRIORITY_DUE : sql``
   return sql`
 with due_endpoints as (
   select e.id, e.xmin::text as version, ${o.perEndpoint}::int - coalesce((${inFlight}::jsonb ->> e.id::text)::int, 0) as room
   from webhook_endpoints e
   where e.enabled and exists (
     select 1 from webhook_deliveries d
-    where d.endpoint_id = e.id and d.status = 'pending' and d.next_attempt_at <= ${now}::timestamptz)
+    where d.endpoint_id = e.id and d.status = 'pending' and d.next_attempt_at <= ${now}::timestamptz ${only})
 ), chosen as (
   select x.endpoint_id, x.message_id, de.version from due_endpoints de
   cross join lateral (
     select d.endpoint_id, d.message_id from webhook_deliveries d
-    where d.endpoint_id = de.id and d.status = 'pending' and d.next_attempt_at <= ${now}::timestamptz
+    where d.endpoint_id = de.id and d.status = 'pending' and d.next_attempt_at <= ${now}::timestamptz ${only}
     order by d.next_attempt_at
     limit greatest(de.room, 0)
     for update skip locked

@@ -1,6 +1,7 @@
 import type { AppContext } from '../../context'
 import { AppError } from '../../lib/errors'
 import { newId } from '../../lib/ids'
+import type { InboundPressure } from '../inbound/pressure'
 import { type CheckedTarget, type DeliveryEndpoint, EndpointCache } from './endpoint-cache'
 import { type AttemptOutcome, type ClaimedDelivery, DeliveryQueueRepository } from './repository'
 import type { WebhookEndpointsService } from './service'
@@ -41,6 +42,16 @@ const USER_AGENT = 'lead-capture-webhooks/1'
  */
 export const WORKER_STATEMENT_SPACING_MS = 10
 /**
+ * Inbound first (docs/webhooks.md): while the replica's lead path is saturated (InboundPressure),
+ * the worker claims at most once per this many milliseconds, and sends lead events' first attempts
+ * at most at DEFERRED_LEAD_EVENTS_PER_SECOND (the floor: the backlog always moves); alerts, pings
+ * and retries still go at every claim. Each claim is a statement on a connection the leads are
+ * waiting for, so fewer, later claims are the point.
+ */
+export const DEFERRED_CLAIM_INTERVAL_MS = 100
+export const DEFERRED_LEAD_EVENTS_PER_SECOND = 100
+
+/**
  * The worker's statements in flight at once, out of the replica's DATABASE_POOL_SIZE (a quarter,
  * at least one): claims and result writes queue behind each other rather than take connections the
  * inbound path is waiting for. Claims never overlap anyway, and results are written one batch at a
@@ -73,12 +84,27 @@ export class DeliveryWorker {
   private pumpAgain = false
   private lastPumpAt = Number.NEGATIVE_INFINITY
   private spacedWake: ReturnType<typeof setTimeout> | undefined
+  /** The spaced wake-up is deliverDue()'s: it does not wait for the deferred interval either. */
+  private spacedNow = false
+  /** The next claim while deferring; unlike spacedWake, deliverDue() does not wait for it. */
+  private deferredWake: ReturnType<typeof setTimeout> | undefined
+  /** Lead-event first attempts the floor allows now while deferring (a token bucket on ctx.clock). */
+  private floorBudget = 0
+  private floorRefilledAt = 0
+  private deferring = false
+  /** The last deferred claim of lead events filled its budget: more wait, claim again next tick. */
+  private leadBacklog = false
   private stopped = false
   private started = false
 
   constructor(
     private readonly ctx: AppContext,
-    private readonly deps: { signal: DeliverySignal; endpoints: WebhookEndpointsService },
+    private readonly deps: {
+      signal: DeliverySignal
+      endpoints: WebhookEndpointsService
+      /** The lead path's saturation: the worker defers lead events while it lasts. */
+      pressure: Pick<InboundPressure, 'underPressure'>
+    },
   ) {
     this.queue = new DeliveryQueueRepository(ctx)
     this.statements = new Slots(workerStatementSlots(ctx.config.databasePoolSize))
@@ -116,22 +142,51 @@ export class DeliveryWorker {
    * and starts at most once per WORKER_STATEMENT_SPACING_MS (a wake-up sooner runs at its end).
    */
   wake(): void {
+    this.wakeUp(false)
+  }
+
+  /** `now`: the poll's and deliverDue()'s claim, which does not wait for the deferred interval. */
+  private wakeUp(now: boolean): void {
     if (this.stopped) return
     if (this.pumping) {
       this.pumpAgain = true
       return
     }
-    if (this.spacedWake) return
+    if (this.spacedWake) {
+      this.spacedNow ||= now
+      return
+    }
+    const deferring = this.ctx.config.webhookInboundFirst && this.deps.pressure.underPressure()
+    if (deferring !== this.deferring) {
+      this.deferring = deferring
+      // The floor starts empty at each saturated spell: its first lead events go a tick later.
+      this.floorBudget = 0
+      this.floorRefilledAt = this.ctx.clock.now()
+      this.leadBacklog = true
+    }
+    if (deferring && !now) {
+      const wait = this.lastPumpAt + DEFERRED_CLAIM_INTERVAL_MS - performance.now()
+      if (wait > 0) {
+        this.deferredWake ??= setTimeout(() => {
+          this.deferredWake = undefined
+          this.wake()
+        }, wait)
+        return
+      }
+    }
     const wait = this.lastPumpAt + WORKER_STATEMENT_SPACING_MS - performance.now()
     if (wait > 0) {
+      this.spacedNow = now
       this.spacedWake = setTimeout(() => {
         this.spacedWake = undefined
-        this.wake()
+        this.wakeUp(this.spacedNow)
       }, wait)
       return
     }
+    clearTimeout(this.deferredWake)
+    this.deferredWake = undefined
     this.lastPumpAt = performance.now()
-    this.pumping = this.pump()
+    this.pumping = (deferring ? this.pumpDeferred() : this.pump())
       .catch((error) => this.ctx.logger.warn('webhook claim failed; retrying on the next poll', { error }))
       .finally(() => {
         this.pumping = null
@@ -142,9 +197,36 @@ export class DeliveryWorker {
       })
   }
 
+  /**
+   * One claim of a saturated replica: every due alert, ping and retry it has room for, then lead
+   * events up to the floor's budget. Claims again a tick later while lead events are left over.
+   */
+  private async pumpDeferred(): Promise<void> {
+    if (this.started) void this.wakeups.listen()
+    const now = this.ctx.clock.now()
+    this.floorBudget = Math.min(
+      DEFERRED_LEAD_EVENTS_PER_SECOND,
+      this.floorBudget + ((now - this.floorRefilledAt) * DEFERRED_LEAD_EVENTS_PER_SECOND) / 1000,
+    )
+    this.floorRefilledAt = now
+    await this.claimAndStart(IN_FLIGHT_TOTAL - this.inFlight, true)
+    const budget = Math.min(IN_FLIGHT_TOTAL - this.inFlight, Math.floor(this.floorBudget))
+    if (budget > 0) {
+      const claimed = await this.claimAndStart(budget, false)
+      this.floorBudget -= claimed
+      this.leadBacklog = claimed === budget
+    }
+    // Nothing is left, or the next wake-up (a new event, a freed slot, the poll) claims again.
+    if (this.leadBacklog && !this.stopped)
+      this.deferredWake ??= setTimeout(() => {
+        this.deferredWake = undefined
+        this.wake()
+      }, DEFERRED_CLAIM_INTERVAL_MS)
+  }
+
   /** For the periodic poll and for tests: claim what is due, and wait until those attempts end. */
   async deliverDue(): Promise<void> {
-    this.wake()
+    this.wakeUp(true)
     while (this.pumping || this.attempts.size > 0 || this.spacedWake) {
       await this.pumping
       await Promise.allSettled([...this.attempts])
@@ -159,43 +241,51 @@ export class DeliveryWorker {
     // A LISTEN that failed (database down at start-up) is tried again at every poll.
     if (this.started) void this.wakeups.listen()
     while (!this.stopped && this.inFlight < IN_FLIGHT_TOTAL) {
-      const now = this.ctx.clock.now()
-      const token = newId()
       const limit = IN_FLIGHT_TOTAL - this.inFlight
-      const claimed = await this.statements.run(() =>
-        this.queue.claim({
-          now: new Date(now),
-          leaseUntil: new Date(now + this.ctx.config.webhookTimeoutMs + LEASE_MARGIN_MS),
-          token,
-          limit,
-          perEndpoint: IN_FLIGHT_PER_ENDPOINT,
-          inFlight: Object.fromEntries(this.inFlightByEndpoint),
-        }),
-      )
-      if (claimed.length === 0) return
-      // Claimed: whatever happens now, each delivery is tracked (and so released or retried).
-      const loading = this.statements.run(() => this.endpoints.load(claimed))
-      for (const delivery of claimed) {
-        this.track(delivery.endpoint_id, 1)
-        let slotHeld = true
-        // The cap counts requests to the receiver: the slot is free once the answer is in, while
-        // the result is still being recorded, and a capped endpoint's next delivery may go.
-        const freeSlot = () => {
-          if (!slotHeld) return
-          slotHeld = false
-          this.track(delivery.endpoint_id, -1)
-          this.wake()
-        }
-        const attempt = this.attempt(delivery, token, freeSlot, loading).finally(() => {
-          freeSlot()
-          this.attempts.delete(attempt)
-        })
-        this.attempts.add(attempt)
-      }
+      const claimed = await this.claimAndStart(limit, false)
       // Fewer than asked: everything claimable was taken (the rest waits for a slot of its
       // endpoint, whose freeing wakes the worker), so no second, empty claim.
-      if (claimed.length < limit) return
+      if (claimed < limit) return
     }
+  }
+
+  /** Claims up to `limit` due deliveries and starts their attempts; returns how many. */
+  private async claimAndStart(limit: number, priorityOnly: boolean): Promise<number> {
+    if (this.stopped || limit <= 0) return 0
+    const now = this.ctx.clock.now()
+    const token = newId()
+    const claimed = await this.statements.run(() =>
+      this.queue.claim({
+        now: new Date(now),
+        leaseUntil: new Date(now + this.ctx.config.webhookTimeoutMs + LEASE_MARGIN_MS),
+        token,
+        limit,
+        perEndpoint: IN_FLIGHT_PER_ENDPOINT,
+        inFlight: Object.fromEntries(this.inFlightByEndpoint),
+        priorityOnly,
+      }),
+    )
+    if (claimed.length === 0) return 0
+    // Claimed: whatever happens now, each delivery is tracked (and so released or retried).
+    const loading = this.statements.run(() => this.endpoints.load(claimed))
+    for (const delivery of claimed) {
+      this.track(delivery.endpoint_id, 1)
+      let slotHeld = true
+      // The cap counts requests to the receiver: the slot is free once the answer is in, while
+      // the result is still being recorded, and a capped endpoint's next delivery may go.
+      const freeSlot = () => {
+        if (!slotHeld) return
+        slotHeld = false
+        this.track(delivery.endpoint_id, -1)
+        this.wake()
+      }
+      const attempt = this.attempt(delivery, token, freeSlot, loading).finally(() => {
+        freeSlot()
+        this.attempts.delete(attempt)
+      })
+      this.attempts.add(attempt)
+    }
+    return claimed.length
   }
 
   private track(endpointId: string, delta: number): void {
@@ -365,6 +455,8 @@ export class DeliveryWorker {
     this.wakeups.close()
     clearTimeout(this.spacedWake)
     this.spacedWake = undefined
+    clearTimeout(this.deferredWake)
+    this.deferredWake = undefined
     await this.pumping
     const pending = Promise.allSettled([...this.attempts])
     let timer: ReturnType<typeof setTimeout> | undefined

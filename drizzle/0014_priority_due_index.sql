@@ -1,0 +1,1 @@
+CREATE INDEX "webhook_deliveries_priority_due_idx" ON "webhook_deliveries" USING btree ("endpoint_id","next_attempt_at") WHERE "webhook_deliveries"."status" = 'pending' and ("webhook_deliveries"."event_type" not like 'lead.%' or "webhook_deliveries"."last_attempt_at" is not null);
