@@ -34,7 +34,7 @@ import {
  * CONNECTION_LEVELS in turn; its throughput is the best level, and every level is kept and printed.
  *
  * More contenders join the same alternating rounds (docs/benchmarks.md, "Comparing variants"):
- *   --service-variants default,bunsql,bunredis,both   the service once per client switch (or
+ *   --service-variants default,postgresjs,bunsql,bunredis,both   the service once per client switch (or
  *                                  `NAME=value+NAME=value` for any other environment)
  *   --baseline <rev>[,<rev>…]      each commit's service, from a temporary worktree, on a database
  *                                  of its own made by that commit's CLI and migrations (so an old
@@ -88,6 +88,8 @@ const SECRETS_KEY = Buffer.alloc(32, 7).toString('base64')
 const SERVICE_VARIANTS: Record<string, Record<string, string>> = {
   default: {},
   bunsql: { DATABASE_DRIVER: 'bun-sql' },
+  /** postgres.js for the hot statements too (the default before bun-sql). */
+  postgresjs: { DATABASE_DRIVER: 'postgres-js' },
   bunredis: { REDIS_DRIVER: 'bun' },
   both: { DATABASE_DRIVER: 'bun-sql', REDIS_DRIVER: 'bun' },
   /** The default service with the benchmark's webhook endpoint enabled while it runs. */

@@ -30,9 +30,10 @@ export const EnvSchema = Type.Object({
   // waiting longer for its turn (docs/benchmarks.md, "Where the CPU goes").
   INGEST_GROUPS_IN_FLIGHT: Type.Optional(Type.Integer({ minimum: 1, maximum: 200 })),
   // Which client sends the parameterised hot statements (the group commit, the delivery log):
-  // postgres.js (Drizzle's driver) or Bun's built-in Bun.sql. docs/benchmarks.md has the comparison.
+  // Bun's built-in Bun.sql or postgres.js (Drizzle's driver, which runs everything else either way).
+  // docs/benchmarks.md has the comparison. Unset with a pool of 1: postgres.js (see loadConfig).
   DATABASE_DRIVER: Type.Union([Type.Literal('postgres-js'), Type.Literal('bun-sql')], {
-    default: 'postgres-js',
+    default: 'bun-sql',
   }),
   // The rate limiter's Redis client: ioredis or Bun's built-in RedisClient (same script, same breaker).
   REDIS_DRIVER: Type.Union([Type.Literal('ioredis'), Type.Literal('bun')], { default: 'ioredis' }),
@@ -119,6 +120,10 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
     }
   }
   const withDefaults = Value.Default(EnvSchema, raw) as Record<string, unknown>
+  // bun-sql splits the pool in two, which one connection cannot be: a pool of 1 that did not ask for
+  // bun-sql keeps postgres.js alone instead of failing at start.
+  if (!environment.DATABASE_DRIVER?.trim() && withDefaults.DATABASE_POOL_SIZE === 1)
+    withDefaults.DATABASE_DRIVER = 'postgres-js'
   for (const error of Value.Errors(EnvSchema, withDefaults)) {
     const name = error.path.replace(/^\//, '')
     problems.push(`${name}: ${error.message} (got ${JSON.stringify(environment[name])})`)

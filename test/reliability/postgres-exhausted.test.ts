@@ -59,7 +59,15 @@ describe.skipIf(!process.env.DATABASE_URL || !postgresBinDir())('PostgreSQL at m
     const owner = await createUser(ctx, organization.id, { role: 'owner' })
     token = await createSession(ctx, owner.id)
     await ctx.close()
-    const env = { DATABASE_URL: cluster.url, DATABASE_POOL_SIZE: String(POOL_SIZE), SHUTDOWN_DELAY_MS: '0' }
+    // postgres.js for every statement: the management reads below must want more connections than
+    // the replica has open. With DATABASE_DRIVER=bun-sql (the default) postgres.js holds a third of the
+    // pool (2 of 6), which start-up work may have opened already, and no read is ever refused.
+    const env = {
+      DATABASE_URL: cluster.url,
+      DATABASE_POOL_SIZE: String(POOL_SIZE),
+      DATABASE_DRIVER: 'postgres-js',
+      SHUTDOWN_DELAY_MS: '0',
+    }
     replicas = await Promise.all([spawnReplica({ env }), spawnReplica({ env })])
   }, 120_000)
 

@@ -17,7 +17,18 @@ describe('config', () => {
       signupEnabled: true,
       logRetentionDays: 30,
       platformRateLimitPerMin: 600_000,
+      databasePoolSize: 10,
+      databaseDriver: 'bun-sql',
     })
+  })
+
+  test('a pool of 1 keeps postgres.js unless bun-sql is asked for (which cannot split one connection)', () => {
+    expect(loadConfig({ DATABASE_POOL_SIZE: '1' }).databaseDriver).toBe('postgres-js')
+    expect(loadConfig({ DATABASE_POOL_SIZE: '2' }).databaseDriver).toBe('bun-sql')
+    expect(loadConfig({ DATABASE_POOL_SIZE: '1', DATABASE_DRIVER: 'postgres-js' }).databaseDriver).toBe(
+      'postgres-js',
+    )
+    expect(() => loadConfig({ DATABASE_POOL_SIZE: '1', DATABASE_DRIVER: 'bun-sql' })).toThrow(ConfigError)
   })
 
   test('values are converted from their text form', () => {
