@@ -366,9 +366,8 @@ export function defaultPlan(): IngestPlan {
  * --frozen-lockfile): that commit's service runs as one more contender, on a database of its own
  * that its own CLI provisions (so its own migrations). On the shared database an older commit would
  * run the newest SQL functions: its migrator skips versions it does not know, and commits before
- * the repeatable migrations (drizzle/functions) do not re-apply their definitions at start. The
- * shared database holds every other contender's leads and so grows faster than a baseline's: if
- * anything, that favours the baseline.
+ * the repeatable migrations (drizzle/functions) do not re-apply their definitions at start. Every
+ * service variant has a database of its own as well, so each grows by its own leads only.
  */
 export async function checkoutBaseline(
   rev: string,
@@ -687,11 +686,21 @@ if (import.meta.main) {
       cleanups.push(baseline.remove)
       baselines.push({ ...baseline, database: await prepareBenchDatabase(baseline.label, baseline.dir) })
     }
+    // A database of its own for every service variant too, made by this checkout's CLI: on one
+    // shared database each variant's leads (~250,000 a round) grew the tables the next one wrote
+    // to, while a baseline's grew by its own only, which biased old-against-new comparisons.
+    const serviceVariants = variants ?? ['default']
+    const variantDatabases = new Map<string, BenchDatabase>()
+    for (const variant of serviceVariants)
+      variantDatabases.set(
+        variant,
+        await prepareBenchDatabase(`v_${variant.toLowerCase().replace(/[^a-z0-9]+/g, '_')}`),
+      )
     let serviceEnv: Record<string, string> = {}
-    const endpointVariant = variants?.some((variant) => ENDPOINT_VARIANTS.has(variant)) === true
+    const endpointVariant = serviceVariants.some((variant) => ENDPOINT_VARIANTS.has(variant))
     if (cli.endpoint || endpointVariant) {
       const endpoint = await withEndpoint([
-        databaseUrl,
+        ...[...variantDatabases.values()].map((database) => database.databaseUrl),
         ...(cli.endpoint ? baselines.map((baseline) => baseline.database.databaseUrl) : []),
       ])
       cleanups.push(endpoint.close)
@@ -701,12 +710,13 @@ if (import.meta.main) {
       plan.afterService = endpoint.afterService
     }
     const handlers = plan.contenders.filter((contender) => contender.kind === 'handler')
-    const services = (variants ?? ['default']).map((variant) =>
+    const services = serviceVariants.map((variant) =>
       serviceContender(
         variant === 'default' ? 'service' : `service [${variant}]`,
         { ...serviceEnv, ...variantEnv(variant) },
         undefined,
         cli.endpoint || ENDPOINT_VARIANTS.has(variant),
+        variantDatabases.get(variant),
       ),
     )
     for (const baseline of baselines)
@@ -719,8 +729,8 @@ if (import.meta.main) {
           baseline.database,
         ),
       )
-    // A key set of their own for the services (addKeySet): on one shared set a fast service right
-    // after another ran out of its keys' 60 a minute.
+    // Every service has a database and so a key set of its own; addKeySet stays for any that
+    // would not (on one shared set a fast service right after another ran out of its keys' 60 a minute).
     plan.contenders = await giveServicesOwnKeys([...services, ...handlers], (name) => addKeySet(shared, name))
     const result = await runIngestBenchmark(databaseUrl, keysFile, plan)
     printIngest(result)
