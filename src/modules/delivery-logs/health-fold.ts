@@ -69,11 +69,16 @@ export function foldAggregates(rows: readonly AggregateRow[], from: number, hour
     rejections: [...rejections.values()].sort(
       (a, b) => b.count - a.count || a.reason.localeCompare(b.reason),
     ),
-    success_rate: totals.requests === 0 ? null : Math.round((successes / totals.requests) * 10_000) / 10_000,
+    success_rate: successRate(successes, totals.requests),
     latency_ms: {
       p50: percentile(histogram, samples, 0.5),
       p95: percentile(histogram, samples, 0.95),
       samples,
     },
   }
+}
+
+/** The window's success rate as health shows it (4 decimals), null without requests. */
+export function successRate(successes: number, requests: number): number | null {
+  return requests === 0 ? null : Math.round((successes / requests) * 10_000) / 10_000
 }

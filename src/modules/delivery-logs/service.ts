@@ -3,7 +3,7 @@ import { type CursorPosition, decodeCursor, MICROSECOND_INSTANT, pageOf } from '
 import { AppError } from '../../lib/errors'
 import { DEFAULT_PAGE_SIZE } from '../../lib/schemas'
 import { maskSecretsInText } from '../../lib/secrets'
-import { foldAggregates, HOUR_MS } from './health-fold'
+import { foldAggregates, HOUR_MS, successRate } from './health-fold'
 import type {
   HealthStatus,
   LogEntry,
@@ -208,9 +208,7 @@ export class DeliveryLogsService {
         statusOf({
           enabled: row.enabled,
           requests: row.requests,
-          // Rounded as foldAggregates rounds the window's success rate.
-          successRate:
-            row.requests === 0 ? null : Math.round((row.successes / row.requests) * 10_000) / 10_000,
+          successRate: successRate(row.successes, row.requests),
           latest: {
             count: row.latest_count,
             failures: row.latest_failures,

@@ -167,10 +167,7 @@ export class DeliveryWorker {
     if (deferring && !now) {
       const wait = this.lastPumpAt + DEFERRED_CLAIM_INTERVAL_MS - performance.now()
       if (wait > 0) {
-        this.deferredWake ??= setTimeout(() => {
-          this.deferredWake = undefined
-          this.wake()
-        }, wait)
+        this.wakeDeferredIn(wait)
         return
       }
     }
@@ -186,6 +183,8 @@ export class DeliveryWorker {
     clearTimeout(this.deferredWake)
     this.deferredWake = undefined
     this.lastPumpAt = performance.now()
+    // A LISTEN that failed (database down at start-up) is tried again at every claim.
+    if (this.started) void this.wakeups.listen()
     this.pumping = (deferring ? this.pumpDeferred() : this.pump())
       .catch((error) => this.ctx.logger.warn('webhook claim failed; retrying on the next poll', { error }))
       .finally(() => {
@@ -202,7 +201,6 @@ export class DeliveryWorker {
    * events up to the floor's budget. Claims again a tick later while lead events are left over.
    */
   private async pumpDeferred(): Promise<void> {
-    if (this.started) void this.wakeups.listen()
     const now = this.ctx.clock.now()
     this.floorBudget = Math.min(
       DEFERRED_LEAD_EVENTS_PER_SECOND,
@@ -217,11 +215,15 @@ export class DeliveryWorker {
       this.leadBacklog = claimed === budget
     }
     // Nothing is left, or the next wake-up (a new event, a freed slot, the poll) claims again.
-    if (this.leadBacklog && !this.stopped)
-      this.deferredWake ??= setTimeout(() => {
-        this.deferredWake = undefined
-        this.wake()
-      }, DEFERRED_CLAIM_INTERVAL_MS)
+    if (this.leadBacklog && !this.stopped) this.wakeDeferredIn(DEFERRED_CLAIM_INTERVAL_MS)
+  }
+
+  /** The deferred claim's timer, at most one at a time. */
+  private wakeDeferredIn(ms: number): void {
+    this.deferredWake ??= setTimeout(() => {
+      this.deferredWake = undefined
+      this.wake()
+    }, ms)
   }
 
   /** For the periodic poll and for tests: claim what is due, and wait until those attempts end. */
@@ -238,8 +240,6 @@ export class DeliveryWorker {
   }
 
   private async pump(): Promise<void> {
-    // A LISTEN that failed (database down at start-up) is tried again at every poll.
-    if (this.started) void this.wakeups.listen()
     while (!this.stopped && this.inFlight < IN_FLIGHT_TOTAL) {
       const limit = IN_FLIGHT_TOTAL - this.inFlight
       const claimed = await this.claimAndStart(limit, false)
