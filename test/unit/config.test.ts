@@ -46,11 +46,12 @@ describe('config', () => {
     expect(config.defaultPlan).toBe('free')
   })
 
-  test('group-commit statements in flight: one per pooled connection unless fewer are asked for, never more', () => {
+  test('group-commit statements in flight: one unless more are asked for, never more than the pool', () => {
     const cases: Array<[Record<string, string>, number]> = [
-      [{}, 10],
-      [{ DATABASE_POOL_SIZE: '4' }, 4],
+      [{}, 1],
+      [{ DATABASE_POOL_SIZE: '4' }, 1],
       [{ INGEST_GROUPS_IN_FLIGHT: '2' }, 2],
+      [{ INGEST_GROUPS_IN_FLIGHT: '10' }, 10],
       [{ INGEST_GROUPS_IN_FLIGHT: '30', DATABASE_POOL_SIZE: '8' }, 8],
     ]
     for (const [env, expected] of cases) expect(loadConfig(env).ingestGroupsInFlight).toBe(expected)

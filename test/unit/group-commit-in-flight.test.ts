@@ -73,8 +73,11 @@ describe('group commit: statements in flight', () => {
     { env: { INGEST_GROUPS_IN_FLIGHT: '1' }, allowed: 1 },
     { env: { INGEST_GROUPS_IN_FLIGHT: '2' }, allowed: 2 },
     { env: { INGEST_GROUPS_IN_FLIGHT: '3' }, allowed: 3 },
-    // Unset: one per pooled connection (the test pool has 4).
-    { env: {}, allowed: 4 },
+    { env: { INGEST_GROUPS_IN_FLIGHT: '4' }, allowed: 4 },
+    // Unset: one at a time, whatever the pool (the test pool has 4).
+    { env: {}, allowed: 1 },
+    // Never more than the pool's connections send.
+    { env: { INGEST_GROUPS_IN_FLIGHT: '6' }, allowed: 4 },
   ]
   for (const { env, allowed } of cases) {
     test(`${JSON.stringify(env)}: at most ${allowed} at once, the waiting leads grouped behind them`, async () => {

@@ -68,8 +68,9 @@ export class GroupCommitWriter {
     /** Told how many leads wait here: the delivery worker defers while many do. */
     private readonly pressure: InboundPressure,
   ) {
-    // At most as many groups in flight as connections send them (DatabaseHandle.queryConcurrency:
-    // PGlite has one, bun-sql its share of the pool); INGEST_GROUPS_IN_FLIGHT may allow fewer.
+    // INGEST_GROUPS_IN_FLIGHT groups at a time (default 1: the next group fills while one is
+    // written), never more than connections send them (DatabaseHandle.queryConcurrency: PGlite has
+    // one, bun-sql its share of the pool).
     this.maxInFlight = Math.min(ctx.database.queryConcurrency, ctx.config.ingestGroupsInFlight)
   }
 
