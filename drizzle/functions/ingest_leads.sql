@@ -16,7 +16,7 @@
 -- write must not interleave. It still makes a source's delete wait for its writers
 -- (webhook_sources_wait_for_writers), and it is never contended at scale: the limit keeps any one
 -- source at one counted request a second.
--- History: drizzle/0001, 0003, 0005, 0006, 0007, 0009, 0011, 0013.
+-- History: drizzle/0001, 0003, 0005, 0006, 0007, 0009, 0011, 0013, 0015 (the outbox statement).
 -- The row type grew (remaining, reset_ms) with 0013: CREATE OR REPLACE cannot change it.
 DROP FUNCTION IF EXISTS ingest_leads(jsonb);
 --> statement-breakpoint
@@ -160,30 +160,49 @@ BEGIN
   -- endpoint of the organization that takes the type and the source. The message id is the
   -- delivery-log id: one message per submission whatever the number of endpoints, and a UUIDv7, so
   -- messages list in creation order.
-  WITH targets AS MATERIALIZED (
-    SELECT d.id AS log_id, d.organization_id, d.source_id, d.lead_id, d.received_at,
-      'lead.' || d.outcome AS event_type, e.id AS endpoint_id
-    FROM jsonb_to_recordset(p_items) AS x(log_id uuid)
+  -- A created lead is exactly the submission's own fields (the insert above wrote them, created_at =
+  -- updated_at = received_at, and no other item of the group can touch it: items sharing a dedup key
+  -- fail the group), so its payload is built from the item without reading the lead back; only an
+  -- updated lead (the merge) is read from leads. Either way the payload is the lead as this
+  -- transaction leaves it (drizzle/0015; before, every lead was read back).
+  WITH stored AS MATERIALIZED (
+    SELECT x.*, d.organization_id, d.lead_id, 'lead.' || d.outcome AS event_type
+    FROM jsonb_to_recordset(p_items) AS x(log_id uuid, source_id uuid, first_name text, last_name text,
+      email text, phone_raw text, phone_e164 text, status text, custom_fields jsonb, attribution jsonb,
+      received_at timestamptz)
     JOIN delivery_logs d ON d.id = x.log_id
-    JOIN webhook_endpoints e ON e.organization_id = d.organization_id AND e.enabled
-    WHERE (e.event_types = '[]'::jsonb OR e.event_types ? ('lead.' || d.outcome))
-      AND (e.source_ids = '[]'::jsonb OR e.source_ids ? d.source_id::text)
+  ),
+  targets AS MATERIALIZED (
+    SELECT s.log_id, s.organization_id, s.event_type, s.received_at, e.id AS endpoint_id
+    FROM stored s
+    JOIN webhook_endpoints e ON e.organization_id = s.organization_id AND e.enabled
+    WHERE (e.event_types = '[]'::jsonb OR e.event_types ? s.event_type)
+      AND (e.source_ids = '[]'::jsonb OR e.source_ids ? s.source_id::text)
   ),
   messages AS (
     INSERT INTO webhook_messages (id, organization_id, event_type, payload, created_at)
-    SELECT DISTINCT ON (t.log_id) t.log_id, t.organization_id, t.event_type,
+    SELECT s.log_id, s.organization_id, s.event_type,
       jsonb_build_object(
-        'lead', jsonb_build_object(
-          'lead_id', l.id, 'source_id', l.source_id, 'first_name', l.first_name, 'last_name', l.last_name,
-          'email', l.email, 'phone_raw', l.phone_raw, 'phone_e164', l.phone_e164, 'status', l.status,
-          'custom_fields', l.custom_fields, 'attribution', l.attribution,
-          'created_at', to_char(l.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
-          'updated_at', to_char(l.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')),
-        'source', (SELECT jsonb_build_object('id', s.id, 'name', s.name) FROM webhook_sources s WHERE s.id = t.source_id),
-        'delivery_log_id', t.log_id),
-      t.received_at
-    FROM targets t JOIN leads l ON l.id = t.lead_id
-    ORDER BY t.log_id
+        'lead', CASE WHEN s.event_type = 'lead.created' THEN jsonb_build_object(
+            'lead_id', s.lead_id, 'source_id', s.source_id, 'first_name', s.first_name,
+            'last_name', s.last_name, 'email', s.email, 'phone_raw', s.phone_raw,
+            'phone_e164', s.phone_e164, 'status', s.status, 'custom_fields', s.custom_fields,
+            'attribution', s.attribution, 'created_at', t.at, 'updated_at', t.at)
+          ELSE (SELECT jsonb_build_object(
+            'lead_id', l.id, 'source_id', l.source_id, 'first_name', l.first_name, 'last_name', l.last_name,
+            'email', l.email, 'phone_raw', l.phone_raw, 'phone_e164', l.phone_e164, 'status', l.status,
+            'custom_fields', l.custom_fields, 'attribution', l.attribution,
+            'created_at', to_char(l.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+            'updated_at', to_char(l.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
+            FROM leads l WHERE l.id = s.lead_id) END,
+        'source', jsonb_build_object('id', s.source_id, 'name', src.name),
+        'delivery_log_id', s.log_id),
+      s.received_at
+    FROM stored s
+    LEFT JOIN webhook_sources src ON src.id = s.source_id
+    CROSS JOIN LATERAL (
+      SELECT to_char(s.received_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS at) t
+    WHERE EXISTS (SELECT 1 FROM targets g WHERE g.log_id = s.log_id)
   )
   INSERT INTO webhook_deliveries (message_id, endpoint_id, organization_id, event_type, next_attempt_at, created_at)
   SELECT t.log_id, t.endpoint_id, t.organization_id, t.event_type, t.received_at, t.received_at FROM targets t;
