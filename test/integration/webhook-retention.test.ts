@@ -80,7 +80,9 @@ describe('webhook message retention', () => {
       inFlight: {},
     })
     expect(
-      claimed.filter((row) => row.organization_id === organization.id).map((row) => [row.endpoint_id, row.message_id]),
+      claimed
+        .filter((row) => row.organization_id === organization.id)
+        .map((row) => [row.endpoint_id, row.message_id]),
     ).toEqual([[endpoint.id, live]])
 
     clock.set(Date.UTC(2001, 0, 1) + 31 * DAY)
