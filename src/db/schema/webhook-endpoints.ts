@@ -100,8 +100,8 @@ export const webhookDeliveries = pgTable(
     // Message ids are UUIDv7: the key also lists an endpoint's messages newest first.
     primaryKey({ columns: [table.endpointId, table.messageId] }),
     // The worker's claim: per enabled endpoint, its due deliveries in schedule order.
-    // Retention: a message is deleted once no delivery refers to it.
-    index('webhook_deliveries_message_idx').on(table.messageId),
+    // No index on message_id alone (dropped in drizzle/0016): only retention looked deliveries up by
+    // message, and it now goes through the organization's endpoints and this table's key.
     index('webhook_deliveries_due_idx')
       .on(table.endpointId, table.nextAttemptAt)
       .where(sql`${table.status} = 'pending'`),

@@ -46,7 +46,14 @@ export async function purgeExpiredMessages(
          delete from webhook_messages where id in (
            select m.id from webhook_messages m
            where m.created_at < ${cutoff}::timestamptz
-             and not exists (select 1 from webhook_deliveries d where d.message_id = m.id)
+             -- A delivery's created_at is its message's, so the loop above took every old one
+             -- but the pending ones of live endpoints: those are found through the organization's
+             -- endpoints and the deliveries' key (no index on message_id alone, drizzle/0016: it
+             -- cost every lead event a b-tree insert for this query only).
+             and not exists (
+               select 1 from webhook_endpoints e
+               join webhook_deliveries d on d.endpoint_id = e.id and d.message_id = m.id
+               where e.organization_id = m.organization_id)
            limit ${BATCH_SIZE})
          returning 1)
        select count(*)::int as n from gone`,
