@@ -19,6 +19,10 @@ import { freshDatabase, log, medianBy, ROOT, round } from './support'
  *   no endpoint     current function, organization without endpoints
  *   one endpoint    current function, organization with one endpoint subscribed to lead.created
  *                   (every lead also writes a message and a delivery)
+ *   lean outbox     with BENCH_LEAN=1 only, see LEAN below
+ *
+ * Besides leads/s (noisy on a shared machine), each run records the CPU time the database's
+ * backends spent per lead (/proc/<pid>/stat), and the load average at its start and end.
  *
  * Rounds rotate the order of the variants (so none always runs on a warmer or more bloated table);
  * every round is kept, the figure is the median round's leads/s per variant.
@@ -32,8 +36,18 @@ const GROUP = Number(process.env.BENCH_GROUP ?? 16)
 // 30 a minute each), so every variant writes every lead.
 const SOURCES = 40_000
 
-type Variant = 'before' | 'no endpoint' | 'one endpoint'
-const VARIANTS: Variant[] = ['before', 'no endpoint', 'one endpoint']
+// BENCH_LEAN=1 adds `lean outbox`: a prototype, not a shipped design. The current function with its
+// outbox statement replaced by one narrow insert per item (bench_lead_events(log_id), heap + primary
+// key), what an outbox that leaves the fan-out (messages, deliveries, payload) to the worker would
+// cost the lead path at least. Driven with the organization that has the endpoint.
+const LEAN = process.env.BENCH_LEAN === '1'
+type Variant = 'before' | 'no endpoint' | 'one endpoint' | 'lean outbox'
+const VARIANTS: Variant[] = [
+  'before',
+  'no endpoint',
+  'one endpoint',
+  ...(LEAN ? (['lean outbox'] as const) : []),
+]
 
 const url = await freshDatabase(process.env.BENCH_DATABASE ?? 'lead_capture_bench_outbox')
 const config = loadConfig({ DATABASE_URL: url, LOG_LEVEL: 'silent' })
@@ -45,6 +59,42 @@ const sql = postgres(url, { max: CLIENTS, onnotice: () => {}, prepare: true })
 const migration = readFileSync(join(ROOT, 'drizzle/0009_hot_tables_without_foreign_keys.sql'), 'utf8')
 const before = migration.slice(migration.indexOf('CREATE OR REPLACE FUNCTION ingest_leads'))
 await sql.unsafe(before.replace('FUNCTION ingest_leads(', 'FUNCTION ingest_leads_before('))
+if (LEAN) {
+  const current = readFileSync(join(ROOT, 'drizzle/functions/ingest_leads.sql'), 'utf8')
+  const body = current.slice(current.indexOf('CREATE FUNCTION ingest_leads('))
+  const outbox = body.indexOf('  IF NOT v_webhook_events THEN')
+  const lean = `${body.slice(0, outbox)}  IF NOT v_webhook_events THEN
+    RETURN;
+  END IF;
+  INSERT INTO bench_lead_events (log_id) SELECT (e->>'log_id')::uuid FROM jsonb_array_elements(p_items) e;
+END;
+$$;`
+  await sql.unsafe('create table bench_lead_events (log_id uuid primary key)')
+  await sql.unsafe(lean.replace('FUNCTION ingest_leads(', 'FUNCTION ingest_leads_lean('))
+}
+
+/**
+ * CPU time (user + system, in clock ticks) of this database's backends, from /proc: PostgreSQL's
+ * work per lead, which the shared machine's other load changes far less than it changes leads/s.
+ * The bench runs on the database server's host (loopback), so the backends' /proc entries are ours
+ * to read.
+ */
+const CLOCK_TICKS_PER_SECOND = 100
+const probe = postgres(url, { max: 1, onnotice: () => {} })
+async function backendTicks(): Promise<number> {
+  const rows = await probe<{ pid: number }[]>`
+    select pid from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()`
+  let ticks = 0
+  for (const { pid } of rows) {
+    try {
+      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')
+      ticks += Number(fields[11]) + Number(fields[12])
+    } catch {
+      // a backend that ended meanwhile: its time is lost to both sides of the difference
+    }
+  }
+  return ticks
+}
 
 async function organizationWithSources(withEndpoint: boolean): Promise<{ id: string; sources: string[] }> {
   const id = newId()
@@ -95,12 +145,18 @@ function group(organization: { id: string; sources: string[] }) {
   })
 }
 
-async function drive(variant: Variant): Promise<number> {
-  const statement =
-    variant === 'before'
-      ? 'select * from ingest_leads_before($1::jsonb)'
-      : 'select * from ingest_leads($1::jsonb)'
-  const organization = variant === 'one endpoint' ? subscribed : plain
+const FUNCTION_OF: Record<Variant, string> = {
+  before: 'ingest_leads_before',
+  'no endpoint': 'ingest_leads',
+  'one endpoint': 'ingest_leads',
+  'lean outbox': 'ingest_leads_lean',
+}
+
+/** Leads/s, and PostgreSQL CPU µs per lead (this database's backends). */
+async function drive(variant: Variant): Promise<{ leadsPerSecond: number; cpuUsPerLead: number }> {
+  const statement = `select * from ${FUNCTION_OF[variant]}($1::jsonb)`
+  const organization = variant === 'one endpoint' || variant === 'lean outbox' ? subscribed : plain
+  const ticksBefore = await backendTicks()
   const deadline = performance.now() + SECONDS * 1000
   let leads = 0
   await Promise.all(
@@ -111,31 +167,52 @@ async function drive(variant: Variant): Promise<number> {
       }
     }),
   )
-  return leads / SECONDS
+  const ticks = (await backendTicks()) - ticksBefore
+  return {
+    leadsPerSecond: leads / SECONDS,
+    cpuUsPerLead: (ticks / CLOCK_TICKS_PER_SECOND / leads) * 1e6,
+  }
 }
 
+const loadAverage = () => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')
+const loadAtStart = loadAverage()
 // Warm every variant once (plans, caches), not counted.
 for (const variant of VARIANTS) await drive(variant)
 const rounds: Array<Record<Variant, number>> = []
+const cpuRounds: Array<Record<Variant, number>> = []
 for (let round_ = 0; round_ < ROUNDS; round_++) {
   const figures = {} as Record<Variant, number>
+  const cpu = {} as Record<Variant, number>
   const order = VARIANTS.map((_, index) => VARIANTS[(index + round_) % VARIANTS.length]!)
   for (const variant of order) {
-    figures[variant] = round(await drive(variant), 0)
-    log(`round ${round_ + 1}: ${variant}: ${figures[variant]} leads/s`)
+    const measured = await drive(variant)
+    figures[variant] = round(measured.leadsPerSecond, 0)
+    cpu[variant] = round(measured.cpuUsPerLead, 1)
+    log(
+      `round ${round_ + 1}: ${variant}: ${figures[variant]} leads/s, ${cpu[variant]} µs PostgreSQL CPU per lead`,
+    )
   }
   rounds.push(figures)
+  cpuRounds.push(cpu)
 }
 await sql.end()
+await probe.end()
 
 const median = (variant: Variant) => medianBy(rounds, (figures) => figures[variant])[variant]
+const medianCpu = (variant: Variant) => medianBy(cpuRounds, (figures) => figures[variant])[variant]
 const result = {
   method: { seconds: SECONDS, rounds: ROUNDS, clients: CLIENTS, group: GROUP, sources: SOURCES },
+  date: new Date().toISOString(),
+  loadAverage: { atStart: loadAtStart, atEnd: loadAverage() },
   rounds,
+  cpuUsPerLeadRounds: cpuRounds,
   median: Object.fromEntries(VARIANTS.map((variant) => [variant, median(variant)])),
+  medianCpuUsPerLead: Object.fromEntries(VARIANTS.map((variant) => [variant, medianCpu(variant)])),
   ratio: {
     noEndpointVsBefore: round(median('no endpoint') / median('before'), 3),
     oneEndpointVsBefore: round(median('one endpoint') / median('before'), 3),
+    oneEndpointVsNoEndpoint: round(median('one endpoint') / median('no endpoint'), 3),
+    ...(LEAN ? { leanOutboxVsNoEndpoint: round(median('lean outbox') / median('no endpoint'), 3) } : {}),
   },
 }
 writeFileSync(join(ROOT, 'bench/results/outbox-ingest.json'), `${JSON.stringify(result, null, 2)}\n`)

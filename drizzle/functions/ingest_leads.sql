@@ -16,7 +16,7 @@
 -- write must not interleave. It still makes a source's delete wait for its writers
 -- (webhook_sources_wait_for_writers), and it is never contended at scale: the limit keeps any one
 -- source at one counted request a second.
--- History: drizzle/0001, 0003, 0005, 0006, 0007, 0009, 0011, 0013.
+-- History: drizzle/0001, 0003, 0005, 0006, 0007, 0009, 0011, 0013, 0015 (the outbox in the main statement).
 -- The row type grew (remaining, reset_ms) with 0013: CREATE OR REPLACE cannot change it.
 DROP FUNCTION IF EXISTS ingest_leads(jsonb);
 --> statement-breakpoint
@@ -59,10 +59,10 @@ BEGIN
   FROM inbound_rate_take(p_items) r;
 
   -- Outbound webhooks (drizzle/0010): only a group whose organization has an enabled endpoint writes
-  -- events, by a statement of its own after the leads are written. Without endpoints this probe of a
-  -- partial index is all the outbox costs a group: writing the events inside the main statement
-  -- (RETURNING the leads, two more ModifyTable nodes) made every group ~25% slower even when it
-  -- wrote none (bench/outbox-ingest.ts).
+  -- events. Without endpoints this probe of a partial index is all the outbox costs a group: the
+  -- statement below writes the events in CTEs gated by its result (drizzle/0015). A first version
+  -- of drizzle/0010 wrote them there ungated (RETURNING every inserted lead, the endpoints joined
+  -- for every group) and made every group ~25% slower even when it wrote none (bench/outbox-ingest.ts).
   SELECT EXISTS (
     SELECT 1 FROM webhook_endpoints e
     WHERE e.enabled AND e.organization_id IN (
@@ -133,6 +133,10 @@ BEGIN
       attribution = CASE WHEN l.attribution = '{}'::jsonb THEN COALESCE(c.attribution, l.attribution) ELSE l.attribution END,
       updated_at = c.received_at
     FROM changes c WHERE l.id = c.existing_id
+    -- the merged lead, for its lead.updated payload (a later CTE would see the lead before this
+    -- update: every part of one statement reads the same snapshot)
+    RETURNING l.id, l.source_id, l.first_name, l.last_name, l.email, l.phone_raw, l.phone_e164, l.status,
+      l.custom_fields, l.attribution, l.created_at, l.updated_at
   ),
   logged AS (
     INSERT INTO delivery_logs (id, source_id, organization_id, received_at, method, http_status, outcome, reason,
@@ -144,6 +148,57 @@ BEGIN
       -- the request's time so far plus this transaction's, up to now
       m.duration_ms + (extract(epoch FROM clock_timestamp() - now()) * 1000)::real, 1
     FROM matched m
+  ),
+  -- Outbound webhooks: a `lead.created` / `lead.updated` message for every stored submission that
+  -- an enabled endpoint of the organization takes (type and source), and a delivery per such
+  -- endpoint. Gated by v_webhook_events, a parameter of the plan: a group whose organization has no
+  -- enabled endpoint runs none of it (a one-time filter), so it costs such a group nothing beyond
+  -- the probe above. In this statement since drizzle/0015 (before: a second statement that read
+  -- p_items again and looked every submission's delivery-log entry and lead up again). The message
+  -- id is the delivery-log id: one message per submission whatever the number of endpoints, and a
+  -- UUIDv7, so messages list in creation order.
+  targets AS MATERIALIZED (
+    SELECT m.log_id, m.organization_id, m.received_at, e.id AS endpoint_id,
+      CASE WHEN m.existing_id IS NULL THEN 'lead.created' ELSE 'lead.updated' END AS event_type
+    FROM matched m
+    JOIN webhook_endpoints e ON e.organization_id = m.organization_id AND e.enabled
+    WHERE v_webhook_events
+      AND (e.event_types = '[]'::jsonb
+        OR e.event_types ? CASE WHEN m.existing_id IS NULL THEN 'lead.created' ELSE 'lead.updated' END)
+      AND (e.source_ids = '[]'::jsonb OR e.source_ids ? m.source_id::text)
+  ),
+  -- The payload is the lead as this transaction leaves it. A created lead is exactly the
+  -- submission's fields (created_at = updated_at = received_at; no other item of the group can touch
+  -- it, items sharing a dedup key fail the group); an updated one is the merge, from RETURNING.
+  messages AS (
+    INSERT INTO webhook_messages (id, organization_id, event_type, payload, created_at)
+    SELECT m.log_id, m.organization_id,
+      CASE WHEN m.existing_id IS NULL THEN 'lead.created' ELSE 'lead.updated' END,
+      jsonb_build_object(
+        'lead', CASE WHEN m.existing_id IS NULL THEN jsonb_build_object(
+            'lead_id', m.new_lead_id, 'source_id', m.source_id, 'first_name', m.first_name,
+            'last_name', m.last_name, 'email', m.email, 'phone_raw', m.phone_raw,
+            'phone_e164', m.phone_e164, 'status', m.status, 'custom_fields', m.custom_fields,
+            'attribution', m.attribution, 'created_at', t.at, 'updated_at', t.at)
+          ELSE jsonb_build_object(
+            'lead_id', u.id, 'source_id', u.source_id, 'first_name', u.first_name, 'last_name', u.last_name,
+            'email', u.email, 'phone_raw', u.phone_raw, 'phone_e164', u.phone_e164, 'status', u.status,
+            'custom_fields', u.custom_fields, 'attribution', u.attribution,
+            'created_at', to_char(u.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+            'updated_at', to_char(u.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')) END,
+        'source', jsonb_build_object('id', m.source_id, 'name', src.name),
+        'delivery_log_id', m.log_id),
+      m.received_at
+    FROM matched m
+    LEFT JOIN updated u ON u.id = m.existing_id
+    LEFT JOIN webhook_sources src ON src.id = m.source_id
+    CROSS JOIN LATERAL (
+      SELECT to_char(m.received_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS at) t
+    WHERE v_webhook_events AND m.log_id IN (SELECT g.log_id FROM targets g)
+  ),
+  deliveries AS (
+    INSERT INTO webhook_deliveries (message_id, endpoint_id, organization_id, event_type, next_attempt_at, created_at)
+    SELECT g.log_id, g.endpoint_id, g.organization_id, g.event_type, g.received_at, g.received_at FROM targets g
   )
   SELECT m.idx, COALESCE(m.existing_id, m.new_lead_id),
     CASE WHEN m.existing_id IS NULL THEN 'created' ELSE 'updated' END, v_webhook_events, m.remaining, m.reset_ms
@@ -151,41 +206,5 @@ BEGIN
   UNION ALL
   SELECT r.idx, NULL::uuid, 'rate_limited', v_webhook_events, r.remaining, r.reset_ms
   FROM rates r WHERE NOT r.allowed;
-
-  IF NOT v_webhook_events THEN
-    RETURN;
-  END IF;
-  -- Each stored submission's delivery-log entry (written above, visible to this later statement)
-  -- names its lead and outcome: a `lead.created` / `lead.updated` message for every enabled
-  -- endpoint of the organization that takes the type and the source. The message id is the
-  -- delivery-log id: one message per submission whatever the number of endpoints, and a UUIDv7, so
-  -- messages list in creation order.
-  WITH targets AS MATERIALIZED (
-    SELECT d.id AS log_id, d.organization_id, d.source_id, d.lead_id, d.received_at,
-      'lead.' || d.outcome AS event_type, e.id AS endpoint_id
-    FROM jsonb_to_recordset(p_items) AS x(log_id uuid)
-    JOIN delivery_logs d ON d.id = x.log_id
-    JOIN webhook_endpoints e ON e.organization_id = d.organization_id AND e.enabled
-    WHERE (e.event_types = '[]'::jsonb OR e.event_types ? ('lead.' || d.outcome))
-      AND (e.source_ids = '[]'::jsonb OR e.source_ids ? d.source_id::text)
-  ),
-  messages AS (
-    INSERT INTO webhook_messages (id, organization_id, event_type, payload, created_at)
-    SELECT DISTINCT ON (t.log_id) t.log_id, t.organization_id, t.event_type,
-      jsonb_build_object(
-        'lead', jsonb_build_object(
-          'lead_id', l.id, 'source_id', l.source_id, 'first_name', l.first_name, 'last_name', l.last_name,
-          'email', l.email, 'phone_raw', l.phone_raw, 'phone_e164', l.phone_e164, 'status', l.status,
-          'custom_fields', l.custom_fields, 'attribution', l.attribution,
-          'created_at', to_char(l.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
-          'updated_at', to_char(l.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')),
-        'source', (SELECT jsonb_build_object('id', s.id, 'name', s.name) FROM webhook_sources s WHERE s.id = t.source_id),
-        'delivery_log_id', t.log_id),
-      t.received_at
-    FROM targets t JOIN leads l ON l.id = t.lead_id
-    ORDER BY t.log_id
-  )
-  INSERT INTO webhook_deliveries (message_id, endpoint_id, organization_id, event_type, next_attempt_at, created_at)
-  SELECT t.log_id, t.endpoint_id, t.organization_id, t.event_type, t.received_at, t.received_at FROM targets t;
 END;
 $$;

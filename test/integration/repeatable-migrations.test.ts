@@ -89,6 +89,7 @@ describe('repeatable migrations (drizzle/functions)', () => {
       )
       expect(triggers.map((row) => row.tgname)).toEqual([
         'organizations_delete_leads',
+        'webhook_endpoints_delete_deliveries',
         'webhook_sources_release_rows',
         'webhook_sources_wait_for_writers',
       ])

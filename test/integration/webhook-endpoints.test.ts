@@ -1,6 +1,6 @@
 import { beforeAll, describe, expect, test } from 'bun:test'
 import { eq } from 'drizzle-orm'
-import { webhookEndpoints } from '../../src/db/schema'
+import { webhookDeliveries, webhookEndpoints } from '../../src/db/schema'
 import { FakeClock } from '../../src/lib/clock'
 import { newId } from '../../src/lib/ids'
 import { isPublicAddress } from '../../src/lib/outbound-url'
@@ -138,13 +138,22 @@ describe('webhook endpoints: CRUD', () => {
     expect(row!.failingSince).toBeNull()
   })
 
-  test('delete answers 204, then 404', async () => {
-    const { app, services, token, organization } = await makeSignedInApp()
+  test('delete answers 204, then 404, and takes its deliveries with it', async () => {
+    const { app, ctx, services, token, organization } = await makeSignedInApp()
     const endpoint = await createWebhookEndpoint(services, organization.id)
+    const other = await createWebhookEndpoint(services, organization.id)
+    await services.webhookEndpoints.ping(organization.id, endpoint.id)
+    await services.webhookEndpoints.ping(organization.id, other.id)
     const deleted = await call(app, token, 'DELETE', `${BASE}/${endpoint.id}`)
     expect(deleted.status).toBe(204)
     expect(await deleted.text()).toBe('')
     await expectError(await call(app, token, 'GET', `${BASE}/${endpoint.id}`), 404, 'not_found')
+    // The cascade is a trigger since drizzle/0015 (no foreign key on the hot path).
+    const left = await ctx.db
+      .select({ endpointId: webhookDeliveries.endpointId })
+      .from(webhookDeliveries)
+      .where(eq(webhookDeliveries.organizationId, organization.id))
+    expect(left).toEqual([{ endpointId: other.id }])
   })
 
   test('rotate-secret: a new secret, the previous one kept for 24 h', async () => {

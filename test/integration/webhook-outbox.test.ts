@@ -3,9 +3,10 @@ import { asc, eq } from 'drizzle-orm'
 import type { AppContext } from '../../src/context'
 import { deliveryLogs, webhookDeliveries, webhookMessages } from '../../src/db/schema'
 import { FakeClock } from '../../src/lib/clock'
+import { ingestItem } from '../../src/modules/inbound/repository'
 import type { CreateEndpointBody } from '../../src/modules/webhook-endpoints/model'
 import { createSignedInUser, createSource, createWebhookEndpoint } from '../helpers/factories'
-import { ingestConflictingGroup } from '../helpers/inbound'
+import { ingestConflictingGroup, leadWithEmail, requestFacts } from '../helpers/inbound'
 import { call, makeTestApp, request, testDatabase } from '../helpers/test-app'
 
 beforeAll(async () => {
@@ -97,6 +98,78 @@ describe('webhook outbox: lead events written with the lead', () => {
     expect(messages.map((message) => message.eventType)).toEqual(['lead.created', 'lead.updated'])
     expect(messages[1]!.payload.lead).toEqual(lead)
     expect(lead).toMatchObject({ first_name: 'Grace', status: 'won' })
+  })
+
+  // The payload is built from the submission for a created lead and from the merge for an updated
+  // one (drizzle/0015): pinned here on one group that does both, two of its items merging into the
+  // same lead (one by e-mail, one by phone: distinct dedup keys, so the group is not refused).
+  test('one group: a created lead and two merges into one lead, each payload the lead as GET shows it', async () => {
+    const { app, ctx, clock, organization, token, source, apiKey } = await setup()
+    const address = email()
+    const phone = '+44 20 7946 0958'
+    const existing = await (await post(app, apiKey, { email: address, phone_raw: phone })).json()
+    clock.advance(1234)
+    const created = email()
+    const items = [
+      ingestItem(
+        source,
+        {
+          ...leadWithEmail(created),
+          firstName: 'Ada',
+          phoneRaw: '+1 415 555 0100',
+          phoneE164: '+14155550100',
+          status: 'new',
+          customFields: { company: 'Engines', seats: 3 },
+          attribution: { first_touch: { utm_source: 'news' } },
+        },
+        { ...requestFacts(), receivedAt: new Date(clock.now()) },
+      ),
+      ingestItem(
+        source,
+        { ...leadWithEmail(address), firstName: 'Grace' },
+        { ...requestFacts(), receivedAt: new Date(clock.now()) },
+      ),
+      ingestItem(
+        source,
+        {
+          ...leadWithEmail(''),
+          email: null,
+          emailNormalized: null,
+          phoneRaw: phone,
+          phoneE164: '+442079460958',
+          status: 'won',
+          customFields: { stage: 2 },
+        },
+        { ...requestFacts(), receivedAt: new Date(clock.now()) },
+      ),
+    ].map((item, idx) => ({ ...item, idx }))
+    const rows = await ctx.database.query<{ idx: number; lead_id: string; outcome: string }>(
+      'select idx, lead_id, outcome from ingest_leads($1::jsonb) order by idx',
+      [JSON.stringify(items)],
+    )
+    expect(rows.map((row) => [row.outcome, row.lead_id === existing.lead_id])).toEqual([
+      ['created', false],
+      ['updated', true],
+      ['updated', true],
+    ])
+    const { messages } = await outboxOf(ctx, organization.id)
+    const byId = new Map(messages.map((message) => [message.id, message]))
+    const lead = async (id: string) => (await call(app, token, 'GET', `/api/v2/leads/${id}`)).json()
+    const merged = await lead(existing.lead_id)
+    expect(merged).toMatchObject({ first_name: 'Grace', status: 'won', custom_fields: { stage: 2 } })
+    expect(byId.get(items[0]!.log_id)).toMatchObject({
+      eventType: 'lead.created',
+      payload: { lead: await lead(rows[0]!.lead_id), source: { id: source.id, name: 'Contact form' } },
+    })
+    expect(byId.get(items[0]!.log_id)!.payload.lead).toEqual(await lead(rows[0]!.lead_id))
+    for (const item of items.slice(1)) {
+      expect(byId.get(item.log_id)!.eventType).toBe('lead.updated')
+      expect(byId.get(item.log_id)!.payload).toEqual({
+        lead: merged,
+        source: { id: source.id, name: 'Contact form' },
+        delivery_log_id: item.log_id,
+      })
+    }
   })
 
   // [label, endpoints, deliveries expected, whether the worker is woken (an enabled endpoint exists)]

@@ -64,7 +64,9 @@ export const webhookMessages = pgTable(
     payload: jsonb('payload').$type<Record<string, unknown>>().notNull(),
     createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull(),
   },
-  (table) => [index('webhook_messages_organization_idx').on(table.organizationId, table.id)],
+  // No index on organization_id (dropped in drizzle/0015): no query reads messages by organization
+  // (listing goes through an endpoint's deliveries, retention by age), and ingest_leads() paid for it
+  // on every lead event.
 )
 
 /**
@@ -76,9 +78,12 @@ export const webhookDeliveries = pgTable(
   'webhook_deliveries',
   {
     messageId: uuid('message_id').notNull(),
-    endpointId: uuid('endpoint_id')
-      .notNull()
-      .references(() => webhookEndpoints.id, { onDelete: 'cascade' }),
+    // No foreign key (drizzle/0015): its check was an SPI query and a share lock of the one endpoint
+    // row per lead event, which concurrent ingest groups turned into MultiXacts. A deleted
+    // endpoint's deliveries go by the trigger webhook_endpoints_delete_deliveries; one written by a
+    // group that raced the delete is never claimed (the claim starts from the enabled endpoints)
+    // and goes with retention.
+    endpointId: uuid('endpoint_id').notNull(),
     organizationId: uuid('organization_id').notNull(),
     eventType: text('event_type').notNull(),
     // pending | succeeded | failed
@@ -95,8 +100,8 @@ export const webhookDeliveries = pgTable(
     // Message ids are UUIDv7: the key also lists an endpoint's messages newest first.
     primaryKey({ columns: [table.endpointId, table.messageId] }),
     // The worker's claim: per enabled endpoint, its due deliveries in schedule order.
-    // Retention: a message is deleted once no delivery refers to it.
-    index('webhook_deliveries_message_idx').on(table.messageId),
+    // No index on message_id alone (dropped in drizzle/0016): only retention looked deliveries up by
+    // message, and it now goes through the organization's endpoints and this table's key.
     index('webhook_deliveries_due_idx')
       .on(table.endpointId, table.nextAttemptAt)
       .where(sql`${table.status} = 'pending'`),

@@ -9,7 +9,9 @@ const BATCH_SIZE = 5000
  * Outbound messages are kept as long as delivery logs (LOG_RETENTION_DAYS): older deliveries that
  * are no longer pending go with their attempts (foreign key), then messages no delivery refers to
  * any more (also those of deleted endpoints and organizations). A pending delivery is never
- * deleted, whatever its age. Bounded batches keep each statement short; replicas that purge at the
+ * deleted, whatever its age, unless its endpoint is gone: a group of ingest_leads() that read the
+ * endpoint before its delete and committed after it leaves one behind (no foreign key since
+ * drizzle/0015, the delete trigger cannot see it), and nothing would ever send it. Bounded batches keep each statement short; replicas that purge at the
  * same time only find less to delete.
  */
 export async function purgeExpiredMessages(
@@ -25,8 +27,11 @@ export async function purgeExpiredMessages(
       ctx.db,
       sql`with gone as (
          delete from webhook_deliveries where ctid in (
-           select ctid from webhook_deliveries
-           where created_at < ${cutoff}::timestamptz and status <> 'pending' limit ${BATCH_SIZE})
+           select ctid from webhook_deliveries d
+           where d.created_at < ${cutoff}::timestamptz
+             and (d.status <> 'pending'
+               or not exists (select 1 from webhook_endpoints e where e.id = d.endpoint_id))
+           limit ${BATCH_SIZE})
          returning 1)
        select count(*)::int as n from gone`,
     )
@@ -41,7 +46,14 @@ export async function purgeExpiredMessages(
          delete from webhook_messages where id in (
            select m.id from webhook_messages m
            where m.created_at < ${cutoff}::timestamptz
-             and not exists (select 1 from webhook_deliveries d where d.message_id = m.id)
+             -- A delivery's created_at is its message's, so the loop above took every old one
+             -- but the pending ones of live endpoints: those are found through the organization's
+             -- endpoints and the deliveries' key (no index on message_id alone, drizzle/0016: it
+             -- cost every lead event a b-tree insert for this query only).
+             and not exists (
+               select 1 from webhook_endpoints e
+               join webhook_deliveries d on d.endpoint_id = e.id and d.message_id = m.id
+               where e.organization_id = m.organization_id)
            limit ${BATCH_SIZE})
          returning 1)
        select count(*)::int as n from gone`,
