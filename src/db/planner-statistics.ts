@@ -6,8 +6,14 @@ export const STATISTICS_CHECK_INTERVAL_MS = 2_000
 /** Below this many pages any plan is cheap; statistics of a handful of rows would mislead anyway. */
 const MIN_PAGES = 8
 
+// `autovacuum`: whether the server's autovacuum would analyse this table (the server setting, the
+// statistics it needs, and the table's own `autovacuum_enabled`). A PostgreSQL can run with it off
+// (some managed and benchmark set-ups do); then this job is what keeps the statistics current.
 const SIZES_SQL = `SELECT c.relname AS table, c.reltuples::float8 AS reltuples, c.relpages AS relpages,
-  (pg_relation_size(c.oid) / current_setting('block_size')::int)::int AS pages
+  (pg_relation_size(c.oid) / current_setting('block_size')::int)::int AS pages,
+  (current_setting('autovacuum') = 'on' AND current_setting('track_counts') = 'on'
+    AND coalesce((SELECT o.option_value FROM pg_options_to_table(c.reloptions) o
+                  WHERE o.option_name = 'autovacuum_enabled'), 'on') IN ('on', 'true', 'yes', '1')) AS autovacuum
 FROM pg_class c WHERE c.oid = ANY($1::regclass[])`
 
 export interface TableSize {
@@ -18,20 +24,25 @@ export interface TableSize {
   relpages: number
   /** pages now */
   pages: number
+  /** whether autovacuum analyses this table (never on PGlite, which has none) */
+  autovacuum: boolean
 }
 
 /** What the planner knows of each hot table against its real size now. */
-export function hotTableSizes(ctx: AppContext): Promise<TableSize[]> {
-  return ctx.database.query<TableSize>(SIZES_SQL, [`{${HOT_TABLES.join(',')}}`])
+export async function hotTableSizes(ctx: AppContext): Promise<TableSize[]> {
+  const sizes = await ctx.database.query<TableSize>(SIZES_SQL, [`{${HOT_TABLES.join(',')}}`])
+  // PGlite reports the setting but runs no autovacuum process.
+  const pglite = ctx.database.engine === 'pglite'
+  return sizes.map((size) => ({ ...size, autovacuum: !pglite && size.autovacuum === true }))
 }
 
 /**
- * A table with no statistics yet; without autovacuum (PGlite), also one twice the size it had when
- * they were taken. Where autovacuum runs it re-analyses every 10% of growth on its own, and an
+ * A table with no statistics yet; without autovacuum (PGlite, or a PostgreSQL where it is off), also
+ * one twice the size it had when they were taken. Where autovacuum runs it re-analyses every 10% of growth on its own, and an
  * extra ANALYZE would only add work (and a round of re-planning) in the middle of traffic.
  */
 export function needsStatistics(
-  { reltuples, relpages, pages }: TableSize,
+  { reltuples, relpages, pages }: Omit<TableSize, 'autovacuum'>,
   { autovacuum }: { autovacuum: boolean },
 ): boolean {
   if (pages < MIN_PAGES) return false
@@ -40,8 +51,8 @@ export function needsStatistics(
 
 /**
  * Keeps the planner's statistics of the hot tables in step with their growth, where autovacuum does
- * not: on a new database it first looks after a minute (`autovacuum_naptime`), and PGlite has no
- * autovacuum at all. Each connection plans ingest_leads once, at its sixth call; a plan made while
+ * not: on a new database it first looks after a minute (`autovacuum_naptime`), PGlite has no
+ * autovacuum at all, and a PostgreSQL may run with it off (this machine's benchmark server does). Each connection plans ingest_leads once, at its sixth call; a plan made while
  * `leads` had a few hundred rows and no statistics looked e-mails up through (organization_id, id),
  * walking every lead of the organization, and stayed in use as the table grew (measured: 5,600 →
  * 1,500 leads/s within 15 s of a fresh start). ANALYZE invalidates those cached plans, so the
@@ -50,8 +61,7 @@ export function needsStatistics(
  */
 export async function refreshPlannerStatistics(ctx: AppContext): Promise<string[]> {
   const sizes = await hotTableSizes(ctx)
-  const autovacuum = ctx.database.engine !== 'pglite'
-  const stale = sizes.filter((size) => needsStatistics(size, { autovacuum }))
+  const stale = sizes.filter((size) => needsStatistics(size, size))
   for (const { table, pages } of stale) {
     const started = performance.now()
     // Table names come from HOT_TABLES, never from input.

@@ -51,9 +51,51 @@ describe('refreshPlannerStatistics', () => {
     const [leads] = sizes
     expect(leads!.pages).toBeGreaterThanOrEqual(8)
     expect(leads!.reltuples).toBeGreaterThanOrEqual(0)
-    expect(needsStatistics(leads!, { autovacuum: ctx.database.engine !== 'pglite' })).toBe(false)
+    expect(needsStatistics(leads!, leads!)).toBe(false)
     // Nothing grew since: nothing to do, and it says so.
     expect(await refreshPlannerStatistics(ctx)).toEqual([])
     await ctx.close()
+  })
+
+  test('autovacuum is read from the server and the table, not assumed: off, the job re-analyses a doubled table', async () => {
+    const ctx = await makeTestContext()
+    const organization = await createOrganization(ctx)
+    const insertLeads = (count: number) =>
+      ctx.database.query(
+        `insert into leads (id, organization_id, email, email_normalized, custom_fields)
+         select gen_random_uuid(), $1::uuid, 'grow-' || gen_random_uuid() || '@example.com',
+           'grow-' || gen_random_uuid() || '@example.com', '{"note": "planner statistics growth row"}'::jsonb
+         from generate_series(1, $2::int) g`,
+        [organization.id, count],
+      )
+    await insertLeads(3000)
+    await refreshPlannerStatistics(ctx)
+    if (ctx.database.engine === 'pglite') {
+      // No autovacuum process: every size says so, whatever PGlite reports for the setting.
+      expect((await hotTableSizes(ctx)).map((size) => size.autovacuum)).toEqual(HOT_TABLES.map(() => false))
+    } else {
+      const [server] = await ctx.database.query<{ on: boolean }>(
+        `select current_setting('autovacuum') = 'on' and current_setting('track_counts') = 'on' as on`,
+        [],
+      )
+      expect((await hotTableSizes(ctx)).map((size) => size.autovacuum)).toEqual(HOT_TABLES.map(() => server!.on))
+      // Off for the table itself (as an operator may set it): the job must take over.
+      await ctx.database.query('alter table leads set (autovacuum_enabled = false)', [])
+    }
+    try {
+      const [before] = (await hotTableSizes(ctx)).filter((size) => size.table === 'leads')
+      expect(before!.autovacuum).toBe(false)
+      // Grow leads to twice the pages its statistics were taken at.
+      while ((await hotTableSizes(ctx)).find((size) => size.table === 'leads')!.pages < 2 * before!.relpages) {
+        await insertLeads(3000)
+      }
+      expect(await refreshPlannerStatistics(ctx)).toContain('leads')
+      const [after] = (await hotTableSizes(ctx)).filter((size) => size.table === 'leads')
+      expect(after!.relpages).toBe(after!.pages)
+      expect(await refreshPlannerStatistics(ctx)).not.toContain('leads')
+    } finally {
+      if (ctx.database.engine !== 'pglite') await ctx.database.query('alter table leads reset (autovacuum_enabled)', [])
+      await ctx.close()
+    }
   })
 })
