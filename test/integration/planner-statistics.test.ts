@@ -78,7 +78,9 @@ describe('refreshPlannerStatistics', () => {
         `select current_setting('autovacuum') = 'on' and current_setting('track_counts') = 'on' as on`,
         [],
       )
-      expect((await hotTableSizes(ctx)).map((size) => size.autovacuum)).toEqual(HOT_TABLES.map(() => server!.on))
+      expect((await hotTableSizes(ctx)).map((size) => size.autovacuum)).toEqual(
+        HOT_TABLES.map(() => server!.on),
+      )
       // Off for the table itself (as an operator may set it): the job must take over.
       await ctx.database.query('alter table leads set (autovacuum_enabled = false)', [])
     }
@@ -86,7 +88,10 @@ describe('refreshPlannerStatistics', () => {
       const [before] = (await hotTableSizes(ctx)).filter((size) => size.table === 'leads')
       expect(before!.autovacuum).toBe(false)
       // Grow leads to twice the pages its statistics were taken at.
-      while ((await hotTableSizes(ctx)).find((size) => size.table === 'leads')!.pages < 2 * before!.relpages) {
+      while (
+        (await hotTableSizes(ctx)).find((size) => size.table === 'leads')!.pages <
+        2 * before!.relpages
+      ) {
         await insertLeads(3000)
       }
       expect(await refreshPlannerStatistics(ctx)).toContain('leads')
@@ -94,7 +99,8 @@ describe('refreshPlannerStatistics', () => {
       expect(after!.relpages).toBe(after!.pages)
       expect(await refreshPlannerStatistics(ctx)).not.toContain('leads')
     } finally {
-      if (ctx.database.engine !== 'pglite') await ctx.database.query('alter table leads reset (autovacuum_enabled)', [])
+      if (ctx.database.engine !== 'pglite')
+        await ctx.database.query('alter table leads reset (autovacuum_enabled)', [])
       await ctx.close()
     }
   })
