@@ -210,6 +210,8 @@ export interface WrkResult {
   requests: number
   non2xx: number
   socketErrors: number
+  /** wrk's own CPU time (user + system), ms: on 2 cores the load generator takes from the servers. */
+  cpuMs: number
 }
 
 function toMs(value: string): number {
@@ -245,6 +247,8 @@ export async function runWrk(options: {
   )
   const output = await new Response(child.stdout).text()
   await child.exited
+  const usage = child.resourceUsage()
+  const cpuMs = usage ? Number(usage.cpuTime.user + usage.cpuTime.system) / 1000 : Number.NaN
   const rps = output.match(/Requests\/sec:\s+([\d.]+)/)
   if (!rps) throw new Error(`unexpected wrk output:\n${output}\n${await new Response(child.stderr).text()}`)
   const percentile = (label: string) =>
@@ -257,6 +261,7 @@ export async function runWrk(options: {
     requests: Number(output.match(/(\d+) requests in/)?.[1] ?? 0),
     non2xx: Number(output.match(/Non-2xx or 3xx responses: (\d+)/)?.[1] ?? 0),
     socketErrors: socketErrors ? socketErrors.slice(1).reduce((sum, value) => sum + Number(value), 0) : 0,
+    cpuMs,
   }
 }
 
