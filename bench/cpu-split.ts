@@ -112,12 +112,18 @@ async function measure(contender: Contender, run: number): Promise<Figures[]> {
   const figures: Figures[] = []
   try {
     const wrk = { url: server.url, keysFile: contender.keysFile, threads: 1 }
-    await runWrk({ ...wrk, connections: LEVELS[0]!, tag: runTag(`${contender.name}-warm`, String(run)), seconds: 3 })
+    await runWrk({
+      ...wrk,
+      connections: LEVELS[0]!,
+      tag: runTag(`${contender.name}-warm`, String(run)),
+      seconds: 3,
+    })
     for (const level of LEVELS) {
       const xacts = async () =>
         Number(
-          (await admin`select xact_commit from pg_stat_database where datname = ${contender.databaseName}`)[0]!
-            .xact_commit,
+          (
+            await admin`select xact_commit from pg_stat_database where datname = ${contender.databaseName}`
+          )[0]!.xact_commit,
         )
       const xactsBefore = await xacts()
       const serverBefore = cpuMs(server.pid)!
@@ -225,7 +231,16 @@ try {
     for (const contender of order) results.get(contender.name)!.push(await measure(contender, ++run))
   }
   log(`load average at the end: ${loadavg()}`)
-  const keys = ['rps', 'server', 'backends', 'postgresOther', 'redis', 'wrk', 'total', 'xactsPer1000'] as const
+  const keys = [
+    'rps',
+    'server',
+    'backends',
+    'postgresOther',
+    'redis',
+    'wrk',
+    'total',
+    'xactsPer1000',
+  ] as const
   console.log(`| level | contender | ${keys.join(' | ')} | non-2xx |`)
   console.log(`|${' --- |'.repeat(keys.length + 3)}`)
   for (const level of LEVELS) {

@@ -33,7 +33,7 @@ const sources = (await sql`select id, organization_id from webhook_sources order
   id: string
   organization_id: string
 }>
-const [{ pid }] = (await sql`select pg_backend_pid() as pid`) as Array<{ pid: number }>
+const pid = ((await sql`select pg_backend_pid() as pid`) as Array<{ pid: number }>)[0]!.pid
 const cpuMs = () => {
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')
   return (Number(fields[11]) + Number(fields[12])) * 10
@@ -46,7 +46,13 @@ function group(): string {
   const items = Array.from({ length: GROUP }, (_, idx) => {
     const source = sources[next++ % sources.length]!
     const email = `sqlcpu-${tag}-${serial++}@example.com`
-    const body = JSON.stringify({ first_name: 'Bench', last_name: 'User', email, status: 'new', company: 'Acme Ltd' })
+    const body = JSON.stringify({
+      first_name: 'Bench',
+      last_name: 'User',
+      email,
+      status: 'new',
+      company: 'Acme Ltd',
+    })
     return {
       idx,
       organization_id: source.organization_id,
@@ -95,7 +101,9 @@ for (let round = 0; round < ROUNDS; round++) {
 const load = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')
 for (const [statement, runs] of results) {
   const sorted = [...runs].sort((a, b) => a - b)
-  console.log(`${sorted[Math.floor(sorted.length / 2)]} µs/lead (${runs.join(' / ')}), group ${GROUP}: ${statement}`)
+  console.log(
+    `${sorted[Math.floor(sorted.length / 2)]} µs/lead (${runs.join(' / ')}), group ${GROUP}: ${statement}`,
+  )
 }
 console.log(`load average at the end: ${load}`)
 await sql.close()
