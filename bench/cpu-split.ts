@@ -103,7 +103,6 @@ interface Figures {
   redis: number
   wrk: number
   total: number
-  xactsPer1000: number
 }
 
 async function measure(contender: Contender, run: number): Promise<Figures[]> {
@@ -119,13 +118,6 @@ async function measure(contender: Contender, run: number): Promise<Figures[]> {
       seconds: 3,
     })
     for (const level of LEVELS) {
-      const xacts = async () =>
-        Number(
-          (
-            await admin`select xact_commit from pg_stat_database where datname = ${contender.databaseName}`
-          )[0]!.xact_commit,
-        )
-      const xactsBefore = await xacts()
       const serverBefore = cpuMs(server.pid)!
       const pgBefore = cpuByComm('postgres')
       const redisBefore = cpuByComm('redis-server')
@@ -143,8 +135,6 @@ async function measure(contender: Contender, run: number): Promise<Figures[]> {
           await admin`select pid from pg_stat_activity where datname = ${contender.databaseName} and pid <> pg_backend_pid()`
         ).map((row) => Number(row.pid)),
       )
-      // The admin connection's own statements are not the contender's.
-      const xactsDone = (await xacts()) - xactsBefore - 2
       const us = (ms: number) => round((ms * 1000) / result.requests, 1)
       const f: Figures = {
         level,
@@ -157,7 +147,6 @@ async function measure(contender: Contender, run: number): Promise<Figures[]> {
         redis: us(delta(redisBefore, redisAfter)),
         wrk: us(result.cpuMs),
         total: 0,
-        xactsPer1000: round((xactsDone * 1000) / result.requests, 1),
       }
       f.total = round(f.server + f.backends + f.postgresOther + f.redis + f.wrk, 1)
       log(`run ${run} ${contender.name} @${level}: ${JSON.stringify(f)}`)
@@ -231,16 +220,7 @@ try {
     for (const contender of order) results.get(contender.name)!.push(await measure(contender, ++run))
   }
   log(`load average at the end: ${loadavg()}`)
-  const keys = [
-    'rps',
-    'server',
-    'backends',
-    'postgresOther',
-    'redis',
-    'wrk',
-    'total',
-    'xactsPer1000',
-  ] as const
+  const keys = ['rps', 'server', 'backends', 'postgresOther', 'redis', 'wrk', 'total'] as const
   console.log(`| level | contender | ${keys.join(' | ')} | non-2xx |`)
   console.log(`|${' --- |'.repeat(keys.length + 3)}`)
   for (const level of LEVELS) {
