@@ -1,9 +1,18 @@
 import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
-import { checkoutBaseline, runTag } from './ingest'
 import { provisionSources } from './provision'
-import { freshDatabase, log, medianBy, ROOT, round, runWrk, spawnService } from './support'
+import {
+  checkoutBaseline,
+  freshDatabase,
+  log,
+  medianBy,
+  ROOT,
+  round,
+  runTag,
+  runWrk,
+  spawnService,
+} from './support'
 
 /**
  * `bun run bench:cpu -- --baseline <rev>`: CPU time of the service process per accepted lead, this

@@ -2,15 +2,16 @@ import { readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import postgres from 'postgres'
-import { checkoutBaseline, runTag } from './ingest'
 import { provisionSources } from './provision'
 import {
+  checkoutBaseline,
   freshDatabase,
   log,
   medianBy,
   ROOT,
   type RunningProcess,
   round,
+  runTag,
   runWrk,
   spawnServer,
   spawnService,
@@ -75,6 +76,13 @@ function cpuByComm(comm: string): Map<number, number> {
   return result
 }
 
+/** The machine's idle and busy jiffies (/proc/stat's cpu line): idle includes iowait. */
+function machineJiffies(): { idle: number; all: number } {
+  const fields = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number)
+  const idle = fields[3]! + fields[4]!
+  return { idle, all: fields.slice(0, 8).reduce((sum, value) => sum + value, 0) }
+}
+
 function delta(before: Map<number, number>, after: Map<number, number>, pids?: Set<number>, exclude = false) {
   let sum = 0
   for (const [pid, ms] of after) {
@@ -103,6 +111,8 @@ interface Figures {
   redis: number
   wrk: number
   total: number
+  /** Share of the machine's CPU time left idle during the level, %. */
+  idlePct: number
 }
 
 async function measure(contender: Contender, run: number): Promise<Figures[]> {
@@ -114,11 +124,12 @@ async function measure(contender: Contender, run: number): Promise<Figures[]> {
     await runWrk({
       ...wrk,
       connections: LEVELS[0]!,
-      tag: runTag(`${contender.name}-warm`, String(run)),
+      tag: runTag(`${contender.name.replace(/\W+/g, '-')}-warm`, String(run)),
       seconds: 3,
     })
     for (const level of LEVELS) {
       const serverBefore = cpuMs(server.pid)!
+      const machineBefore = machineJiffies()
       const pgBefore = cpuByComm('postgres')
       const redisBefore = cpuByComm('redis-server')
       const result = await runWrk({
@@ -128,6 +139,7 @@ async function measure(contender: Contender, run: number): Promise<Figures[]> {
         seconds: SECONDS,
       })
       const serverMs = cpuMs(server.pid)! - serverBefore
+      const machineAfter = machineJiffies()
       const pgAfter = cpuByComm('postgres')
       const redisAfter = cpuByComm('redis-server')
       const backendPids = new Set(
@@ -147,6 +159,10 @@ async function measure(contender: Contender, run: number): Promise<Figures[]> {
         redis: us(delta(redisBefore, redisAfter)),
         wrk: us(result.cpuMs),
         total: 0,
+        idlePct: round(
+          (100 * (machineAfter.idle - machineBefore.idle)) / (machineAfter.all - machineBefore.all),
+          1,
+        ),
       }
       f.total = round(f.server + f.backends + f.postgresOther + f.redis + f.wrk, 1)
       log(`run ${run} ${contender.name} @${level}: ${JSON.stringify(f)}`)
