@@ -26,8 +26,7 @@ DECLARE
   v_oldest timestamptz;
 BEGIN
   -- The common case, one request per source in the group (10,000 keys at ~1 request/s each): one
-  -- statement for them all. ingest_leads() applies this same statement inside its main one to a
-  -- group in which no source repeats: a change to the rule here is made there too.
+  -- statement for them all.
   RETURN QUERY
   WITH items AS (
     SELECT x.idx, x.source_id, x.received_at,

@@ -6,9 +6,9 @@
 -- The group commit of the inbound route (src/modules/inbound/repository.ts): every item of a group
 -- in one set-based statement. It takes the dedup keys' and each item's source's advisory locks
 -- (all exclusive) in one global order, fails a group whose items share a dedup key (LC409: the
--- caller splits it), applies the per-key limit (an item over it is refused with outcome
--- `rate_limited` and writes nothing; its caller answers 429 and counts it with the other 429s),
--- skips items whose source was deleted meanwhile (they get no row back: 404), writes the
+-- caller splits it), applies the per-key limit (inbound_rate_take: an item over it is refused with
+-- outcome `rate_limited` and writes nothing; its caller answers 429 and counts it with the other
+-- 429s), skips items whose source was deleted meanwhile (they get no row back: 404), writes the
 -- lead, its delivery-log entry and, when the organization has an enabled endpoint, the outbound
 -- webhook outbox in the same transaction. Every row carries the key's window after the item
 -- (remaining, reset_ms: the X-RateLimit headers).
@@ -16,11 +16,6 @@
 -- write must not interleave. It still makes a source's delete wait for its writers
 -- (webhook_sources_wait_for_writers), and it is never contended at scale: the limit keeps any one
 -- source at one counted request a second.
--- The limit's rule is inbound_rate_take()'s (drizzle/functions/inbound_rate_take.sql). A group in
--- which no source repeats (the common case: 10,000 keys at ~1 request/s) has it applied by the main
--- statement itself, the same set-based statement as inbound_rate_take's first one, so the group
--- costs three statements instead of six (docs/benchmarks.md "PostgreSQL per lead"); a group in which
--- a source repeats calls inbound_rate_take() for its one-after-another rule.
 -- History: drizzle/0001, 0003, 0005, 0006, 0007, 0009, 0011, 0013.
 -- The row type grew (remaining, reset_ms) with 0013: CREATE OR REPLACE cannot change it.
 DROP FUNCTION IF EXISTS ingest_leads(jsonb);
@@ -32,41 +27,36 @@ LANGUAGE plpgsql AS $$
 DECLARE
   v_duplicates bigint;
   v_locked bigint;
-  v_repeated_sources bigint;
   v_webhook_events boolean;
   v_rate_idx integer[];
   v_rate_allowed boolean[];
   v_rate_remaining integer[];
   v_rate_reset integer[];
 BEGIN
-  -- The dedup keys' and the sources' locks, and whether a source repeats (the limit's path below).
-  WITH x AS (
-    SELECT * FROM jsonb_to_recordset(p_items) AS x(organization_id text, source_id text, email_normalized text,
-      phone_e164 text)
-  ), keys AS (
-    SELECT 'e:' || x.organization_id || ':' || x.email_normalized AS key FROM x WHERE x.email_normalized IS NOT NULL
+  WITH keys AS (
+    SELECT 'e:' || (e->>'organization_id') || ':' || (e->>'email_normalized') AS key
+      FROM jsonb_array_elements(p_items) e WHERE e->>'email_normalized' IS NOT NULL
     UNION ALL
-    SELECT 'p:' || x.organization_id || ':' || x.phone_e164 FROM x WHERE x.phone_e164 IS NOT NULL
+    SELECT 'p:' || (e->>'organization_id') || ':' || (e->>'phone_e164')
+      FROM jsonb_array_elements(p_items) e WHERE e->>'phone_e164' IS NOT NULL
   ), locks AS (
-    SELECT hashtextextended('lead:' || key, 0) AS hash FROM keys
+    SELECT DISTINCT hashtextextended('lead:' || key, 0) AS hash, false AS shared FROM keys
     UNION
-    SELECT hashtextextended('source:' || x.source_id, 0) FROM x
+    SELECT hashtextextended('source:' || (e->>'source_id'), 0), false FROM jsonb_array_elements(p_items) e
   )
   SELECT (SELECT count(*) FROM keys) - (SELECT count(DISTINCT key) FROM keys),
-    (SELECT count(pg_advisory_xact_lock(hash)) FROM (SELECT hash FROM locks ORDER BY hash) ordered),
-    (SELECT count(*) - count(DISTINCT x.source_id) FROM x)
-  INTO v_duplicates, v_locked, v_repeated_sources;
+    (SELECT count(CASE WHEN shared THEN pg_advisory_xact_lock_shared(hash) ELSE pg_advisory_xact_lock(hash) END)
+       FROM (SELECT hash, shared FROM locks ORDER BY hash) ordered)
+  INTO v_duplicates, v_locked;
   IF v_duplicates <> 0 THEN
     RAISE EXCEPTION 'two items of one group share a dedup key' USING ERRCODE = 'LC409';
   END IF;
 
-  -- The per-key limit, after the locks: for a group where no source repeats (the common case) it is
-  -- applied by the main statement below; a source with several items goes through inbound_rate_take.
-  IF v_repeated_sources > 0 THEN
-    SELECT array_agg(r.idx), array_agg(r.allowed), array_agg(r.remaining), array_agg(r.reset_ms)
-    INTO v_rate_idx, v_rate_allowed, v_rate_remaining, v_rate_reset
-    FROM inbound_rate_take(p_items) r;
-  END IF;
+  -- The per-key limit, after the locks (a new statement, so a new snapshot: no source deleted
+  -- before the locks were granted is counted, and items whose source is gone get no verdict).
+  SELECT array_agg(r.idx), array_agg(r.allowed), array_agg(r.remaining), array_agg(r.reset_ms)
+  INTO v_rate_idx, v_rate_allowed, v_rate_remaining, v_rate_reset
+  FROM inbound_rate_take(p_items) r;
 
   -- Outbound webhooks (drizzle/0010): only a group whose organization has an enabled endpoint writes
   -- events, by a statement of its own after the leads are written. Without endpoints this probe of a
@@ -82,41 +72,19 @@ BEGIN
   -- A new statement, so a new snapshot: it sees every lead committed by whoever held a lock first,
   -- and no source deleted before this group's locks were granted.
   RETURN QUERY
-  WITH items_all AS (
-    SELECT x.* FROM jsonb_to_recordset(p_items) AS x(
+  WITH rates AS (
+    SELECT * FROM unnest(v_rate_idx, v_rate_allowed, v_rate_remaining, v_rate_reset)
+      AS r(idx, allowed, remaining, reset_ms)
+  ),
+  -- Only the items the limit admitted; inbound_rate_take gave no verdict to an item whose source
+  -- is gone, so the join also leaves those out.
+  items AS (
+    SELECT x.*, r.remaining, r.reset_ms FROM jsonb_to_recordset(p_items) AS x(
       idx integer, organization_id uuid, source_id uuid, new_lead_id uuid, log_id uuid, first_name text,
       last_name text, email text, email_normalized text, phone_raw text, phone_e164 text, status text,
       custom_fields jsonb, attribution jsonb, received_at timestamptz, client_ip text, origin text,
       user_agent text, body_bytes integer, body text, body_truncated boolean, duration_ms real)
-  ),
-  -- The per-key limit of a group in which no source repeats: inbound_rate_take's set-based statement
-  -- (the rule, its constants and its reasons are there), read in this statement's snapshot, after
-  -- the locks. An item whose source is gone gets no verdict.
-  windows AS MATERIALIZED (
-    SELECT i.idx, i.source_id, i.received_at,
-      ARRAY(SELECT h FROM unnest((SELECT w.hits FROM inbound_rate_windows w WHERE w.source_id = i.source_id)) h
-        WHERE h > i.received_at - interval '60 seconds') AS kept
-    FROM items_all i
-    WHERE v_repeated_sources = 0 AND (SELECT true FROM webhook_sources s WHERE s.id = i.source_id)
-  ),
-  recorded AS (
-    INSERT INTO inbound_rate_windows AS w (source_id, hits)
-    SELECT k.source_id, k.kept || k.received_at FROM windows k WHERE cardinality(k.kept) < 60
-    ON CONFLICT (source_id) DO UPDATE SET hits = excluded.hits
-  ),
-  rates AS (
-    SELECT * FROM unnest(v_rate_idx, v_rate_allowed, v_rate_remaining, v_rate_reset)
-      AS r(idx, allowed, remaining, reset_ms)
-    UNION ALL
-    SELECT k.idx, cardinality(k.kept) < 60,
-      greatest(0, 60 - cardinality(k.kept) - CASE WHEN cardinality(k.kept) < 60 THEN 1 ELSE 0 END),
-      (extract(epoch FROM least((SELECT min(h) FROM unnest(k.kept) h),
-        CASE WHEN cardinality(k.kept) < 60 THEN k.received_at END) + interval '60 seconds' - k.received_at) * 1000)::integer
-    FROM windows k
-  ),
-  -- Only the items the limit admitted; an item without a verdict (its source is gone) is left out.
-  items AS (
-    SELECT i.*, r.remaining, r.reset_ms FROM items_all i JOIN rates r ON r.idx = i.idx AND r.allowed
+    JOIN rates r ON r.idx = x.idx AND r.allowed
   ),
   -- DESIGN §7: the lead with the same normalised e-mail, else the oldest with the same E.164 phone.
   matched AS MATERIALIZED (
