@@ -236,7 +236,7 @@ try {
     for (const contender of order) results.get(contender.name)!.push(await measure(contender, ++run))
   }
   log(`load average at the end: ${loadavg()}`)
-  const keys = ['rps', 'server', 'backends', 'postgresOther', 'redis', 'wrk', 'total'] as const
+  const keys = ['rps', 'server', 'backends', 'postgresOther', 'redis', 'wrk', 'total', 'idlePct'] as const
   console.log(`| level | contender | ${keys.join(' | ')} | non-2xx |`)
   console.log(`|${' --- |'.repeat(keys.length + 3)}`)
   for (const level of LEVELS) {
