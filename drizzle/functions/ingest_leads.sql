@@ -25,10 +25,10 @@ CREATE FUNCTION ingest_leads(p_items jsonb)
     reset_ms integer)
 LANGUAGE plpgsql
 -- Generic plans for its statements (and inbound_rate_take's, called from it), made once per
--- connection: with the default `auto` the planner re-planned them for every call while the groups
--- were small (at 1,000 leads/s nearly every group is one lead), ~400 µs of PostgreSQL CPU per call,
--- about half of a one-lead call (docs/benchmarks.md "PostgreSQL per lead"). The plans do not depend
--- on the values: each statement reads its group through jsonb_to_recordset, whose estimate is fixed.
+-- connection: with the default `auto` a one-lead call cost ~880 µs of PostgreSQL CPU against ~480
+-- with generic plans (the plan cache planned the statements again on every call it judged a custom
+-- plan cheaper), and at 1,000 leads/s nearly every group is one lead; at groups of 40 the cost was
+-- the same (docs/benchmarks.md "PostgreSQL per lead"). An ANALYZE still invalidates the plans.
 SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
