@@ -108,10 +108,7 @@ export class GroupCommitWriter {
       const keys = group.flatMap((waiting) => waiting.keys)
       for (const key of keys) this.keysInFlight.set(key, (this.keysInFlight.get(key) ?? 0) + 1)
       this.inFlight++
-      let released = false
-      const release = () => {
-        if (released) return
-        released = true
+      void this.write(group).finally(() => {
         this.inFlight--
         this.pressure.add(-group.length)
         for (const key of keys) {
@@ -119,15 +116,6 @@ export class GroupCommitWriter {
           if (left === 0) this.keysInFlight.delete(key)
           else this.keysInFlight.set(key, left)
         }
-      }
-      void this.write(group, () => {
-        // The group is committed: the next one is sent now, before this group's requests are
-        // answered. Answering them (the rest of each request and its response) takes the event loop
-        // a while, and with one statement in flight the database would sit idle meanwhile.
-        release()
-        if (this.queue.length > 0) this.flush()
-      }).finally(() => {
-        release()
         if (this.queue.length > 0) this.scheduleFlush()
       })
     }
@@ -156,12 +144,7 @@ export class GroupCommitWriter {
     return group
   }
 
-  /**
-   * Writes one group and answers its leads. `committed` is called once the statement succeeded,
-   * before any lead is answered; after a failure the group keeps its place (its keys stay held)
-   * until its leads have been written one by one.
-   */
-  private async write(group: Waiting[], committed?: () => void): Promise<void> {
+  private async write(group: Waiting[]): Promise<void> {
     group.forEach((waiting, index) => {
       waiting.item.idx = index
     })
@@ -180,7 +163,6 @@ export class GroupCommitWriter {
       await Promise.all(group.map((waiting) => this.write([waiting])))
       return
     }
-    committed?.()
     // The group's webhook events (if its organization has endpoints) are committed: this replica's
     // worker sends them at once.
     if (rows[0]?.webhook_events) this.signal.wake()
