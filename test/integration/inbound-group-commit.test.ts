@@ -79,39 +79,6 @@ describe('POST /api/webhook/lead/{api_key}: outcomes', () => {
     },
   )
 
-  // With one statement in flight the database waits for the next group while the event loop answers
-  // the last one's requests; the next group goes first (docs/benchmarks.md, "The serial path").
-  test('the next group is sent as soon as a group commits, before that group is answered', async () => {
-    const { ctx, source } = await setup()
-    const events: string[] = []
-    const database = {
-      ...ctx.database,
-      queryConcurrency: 1,
-      async query<Row>(text: string, params: unknown[]): Promise<Row[]> {
-        events.push(`statement of ${JSON.parse(params[0] as string).length}`)
-        // Held a little, so the later leads are queued while it is in flight (PGlite answers at once).
-        await Bun.sleep(5)
-        return ctx.database.query<Row>(text, params)
-      },
-    }
-    const counted = { ...ctx, database, config: { ...ctx.config, ingestGroupsInFlight: 1 } }
-    const writer = new GroupCommitWriter(
-      counted,
-      new InboundRepository(counted),
-      new DeliverySignal(),
-      new InboundPressure(ctx.clock),
-    )
-    const first = writer.ingest(source, leadWithEmail(email()), requestFacts())
-    void first.then((result) => events.push(`answered ${result.outcome}`))
-    // Queued while the first group is in flight: they make the second group.
-    await new Promise((resolve) => setImmediate(resolve))
-    const later = [1, 2].map(() => writer.ingest(source, leadWithEmail(email()), requestFacts()))
-    const results = await Promise.all([first, ...later])
-    expect(results.map((result) => result.outcome)).toEqual(['created', 'created', 'created'])
-    expect(events).toEqual(['statement of 1', 'statement of 2', 'answered created'])
-    expect(await commitSizes(ctx, source.id)).toEqual([1, 2])
-  })
-
   test('one group over its key limit: the items past the 60th are refused (rate_limited) and write nothing', async () => {
     const { ctx, services, organization, source } = await setup()
     const { writer } = services.inbound
