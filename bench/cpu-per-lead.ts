@@ -1,9 +1,18 @@
 import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
-import { checkoutBaseline, runTag } from './ingest'
 import { provisionSources } from './provision'
-import { freshDatabase, log, medianBy, ROOT, round, runWrk, spawnService } from './support'
+import {
+  checkoutBaseline,
+  freshDatabase,
+  log,
+  medianBy,
+  ROOT,
+  round,
+  runTag,
+  runWrk,
+  spawnService,
+} from './support'
 
 /**
  * `bun run bench:cpu -- --baseline <rev>`: CPU time of the service process per accepted lead, this
@@ -26,6 +35,8 @@ const TICK_MS = 1000 / 100
 /** Enough keys that no key nears its 60 a minute over the runs (about 5 requests per key per run). */
 const SOURCES = Number(process.env.BENCH_SOURCES ?? 10_000)
 const CHUNK = 500
+/** Engineers sharing one PostgreSQL each bench on databases of their own. */
+const DATABASE = process.env.BENCH_DATABASE ?? 'lead_capture_bench_cpu'
 
 function processCpuMs(pid: number): number {
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')
@@ -84,8 +95,8 @@ async function benchDatabase(name: string, cwd?: string): Promise<{ databaseUrl:
 if (!cli.baseline) throw new Error('usage: bun run bench/cpu-per-lead.ts --baseline <rev> [--pairs 3]')
 const baseline = await checkoutBaseline(cli.baseline)
 try {
-  const here = await benchDatabase('lead_capture_bench_cpu_here')
-  const there = await benchDatabase(`lead_capture_bench_cpu_${baseline.label}`, baseline.dir)
+  const here = await benchDatabase(`${DATABASE}_here`)
+  const there = await benchDatabase(`${DATABASE}_${baseline.label}`, baseline.dir)
   const variants: Variant[] = [
     { name: 'this checkout', databaseUrl: here.databaseUrl, keysFile: here.keysFile },
     { name: `baseline ${baseline.label}`, cwd: baseline.dir, ...there },

@@ -1,24 +1,27 @@
-import { mkdtempSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import postgres from 'postgres'
-import { runToEnd } from '../test/helpers/process'
 import { addSources, provisionOrganization } from './provision'
 import {
   addWebhookEndpoint,
+  checkoutBaseline,
   freshDatabase,
   log,
   medianBy,
   megabytes,
   ROOT,
   round,
+  runTag,
   runWrk,
   type SpawnOptions,
   spawnServer,
   spawnService,
   type WrkResult,
 } from './support'
+
+// Moved to support.ts (bench:cpu and bench:cpu-split use them without this module's arguments).
+export { checkoutBaseline, runTag }
 
 /**
  * `bun run bench:ingest`: the inbound endpoint against two least-work handlers (Bun.serve, one
@@ -136,16 +139,6 @@ export interface IngestRun extends IngestFigures {
    * after the load stopped and whether every lead's event arrived exactly once.
    */
   extra?: Record<string, number | boolean>
-}
-
-/**
- * A run's e-mail prefix, dated in base 36. A decimal `Date.now()` put 13 digits in a row into every
- * e-mail, which the inbound card-number redaction (lib/card-data.ts) removes when they pass the
- * Luhn check, about one run in ten: that run's leads were then answered 200 as `missing_contact`,
- * cheaper than a lead, and the run's throughput was flattered.
- */
-export function runTag(base: string, run: string): string {
-  return `${base}-${run}-t${Date.now().toString(36)}`
 }
 
 async function measure(
@@ -359,35 +352,6 @@ function handlerContender(name: Handler): Contender {
 /** Issue [7]'s method: the service and both handlers. */
 export function defaultPlan(): IngestPlan {
   return { contenders: [serviceContender('service', {}), ...HANDLERS.map(handlerContender)] }
-}
-
-/**
- * `git worktree add` of `rev` in a temporary directory with its own dependencies (bun install
- * --frozen-lockfile): that commit's service runs as one more contender, on a database of its own
- * that its own CLI provisions (so its own migrations). On the shared database an older commit would
- * run the newest SQL functions: its migrator skips versions it does not know, and commits before
- * the repeatable migrations (drizzle/functions) do not re-apply their definitions at start. Every
- * service variant has a database of its own as well, so each grows by its own leads only.
- */
-export async function checkoutBaseline(
-  rev: string,
-): Promise<{ dir: string; label: string; remove(): Promise<void> }> {
-  const git = async (args: string[], cwd = ROOT) => {
-    const result = await runToEnd(['git', ...args], { cwd, env: process.env })
-    if (result.code !== 0) throw new Error(`git ${args.join(' ')}: ${result.stderr}`)
-    return result.stdout.trim()
-  }
-  const label = await git(['rev-parse', '--short', rev])
-  const dir = mkdtempSync(join(tmpdir(), `lead-capture-baseline-${label}-`))
-  await git(['worktree', 'add', '--detach', dir, rev])
-  const remove = () => git(['worktree', 'remove', '--force', dir]).then(() => {})
-  log(`baseline ${label}: bun install --frozen-lockfile in ${dir}`)
-  const install = await runToEnd(['bun', 'install', '--frozen-lockfile'], { cwd: dir, env: process.env })
-  if (install.code !== 0) {
-    await remove()
-    throw new Error(`baseline ${label}: bun install failed:\n${install.stderr}`)
-  }
-  return { dir, label, remove }
 }
 
 /**

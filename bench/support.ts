@@ -1,4 +1,5 @@
-import { readFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import postgres from 'postgres'
 import { newId } from '../src/lib/ids'
@@ -210,6 +211,8 @@ export interface WrkResult {
   requests: number
   non2xx: number
   socketErrors: number
+  /** wrk's own CPU time (user + system), ms: on 2 cores the load generator takes from the servers. */
+  cpuMs: number
 }
 
 function toMs(value: string): number {
@@ -245,6 +248,8 @@ export async function runWrk(options: {
   )
   const output = await new Response(child.stdout).text()
   await child.exited
+  const usage = child.resourceUsage()
+  const cpuMs = usage ? Number(usage.cpuTime.user + usage.cpuTime.system) / 1000 : Number.NaN
   const rps = output.match(/Requests\/sec:\s+([\d.]+)/)
   if (!rps) throw new Error(`unexpected wrk output:\n${output}\n${await new Response(child.stderr).text()}`)
   const percentile = (label: string) =>
@@ -257,6 +262,7 @@ export async function runWrk(options: {
     requests: Number(output.match(/(\d+) requests in/)?.[1] ?? 0),
     non2xx: Number(output.match(/Non-2xx or 3xx responses: (\d+)/)?.[1] ?? 0),
     socketErrors: socketErrors ? socketErrors.slice(1).reduce((sum, value) => sum + Number(value), 0) : 0,
+    cpuMs,
   }
 }
 
@@ -284,3 +290,42 @@ export function percentile(sorted: number[], fraction: number): number {
 
 export const round = (value: number, digits = 2) => Math.round(value * 10 ** digits) / 10 ** digits
 export const megabytes = (bytes: number) => round(bytes / 1024 / 1024, 1)
+
+/**
+ * A run's e-mail prefix, dated in base 36. A decimal `Date.now()` put 13 digits in a row into every
+ * e-mail, which the inbound card-number redaction (lib/card-data.ts) removes when they pass the
+ * Luhn check, about one run in ten: that run's leads were then answered 200 as `missing_contact`,
+ * cheaper than a lead, and the run's throughput was flattered.
+ */
+export function runTag(base: string, run: string): string {
+  return `${base}-${run}-t${Date.now().toString(36)}`
+}
+
+/**
+ * `git worktree add` of `rev` in a temporary directory with its own dependencies (bun install
+ * --frozen-lockfile): that commit's service runs as one more contender, on a database of its own
+ * that its own CLI provisions (so its own migrations). On the shared database an older commit would
+ * run the newest SQL functions: its migrator skips versions it does not know, and commits before
+ * the repeatable migrations (drizzle/functions) do not re-apply their definitions at start. Every
+ * service variant has a database of its own as well, so each grows by its own leads only.
+ */
+export async function checkoutBaseline(
+  rev: string,
+): Promise<{ dir: string; label: string; remove(): Promise<void> }> {
+  const git = async (args: string[], cwd = ROOT) => {
+    const result = await runToEnd(['git', ...args], { cwd, env: process.env })
+    if (result.code !== 0) throw new Error(`git ${args.join(' ')}: ${result.stderr}`)
+    return result.stdout.trim()
+  }
+  const label = await git(['rev-parse', '--short', rev])
+  const dir = mkdtempSync(join(tmpdir(), `lead-capture-baseline-${label}-`))
+  await git(['worktree', 'add', '--detach', dir, rev])
+  const remove = () => git(['worktree', 'remove', '--force', dir]).then(() => {})
+  log(`baseline ${label}: bun install --frozen-lockfile in ${dir}`)
+  const install = await runToEnd(['bun', 'install', '--frozen-lockfile'], { cwd: dir, env: process.env })
+  if (install.code !== 0) {
+    await remove()
+    throw new Error(`baseline ${label}: bun install failed:\n${install.stderr}`)
+  }
+  return { dir, label, remove }
+}

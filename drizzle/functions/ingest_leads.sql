@@ -23,7 +23,14 @@ DROP FUNCTION IF EXISTS ingest_leads(jsonb);
 CREATE FUNCTION ingest_leads(p_items jsonb)
   RETURNS TABLE (idx integer, lead_id uuid, outcome text, webhook_events boolean, remaining integer,
     reset_ms integer)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+-- Generic plans for its statements (and inbound_rate_take's, called from it), made once per
+-- connection: with the default `auto` a one-lead call cost ~880 µs of PostgreSQL CPU against ~480
+-- with generic plans (the plan cache planned the statements again on every call it judged a custom
+-- plan cheaper), and at 1,000 leads/s nearly every group is one lead; at groups of 40 the cost was
+-- the same (docs/benchmarks.md "PostgreSQL per lead"). An ANALYZE still invalidates the plans.
+SET plan_cache_mode = force_generic_plan
+AS $$
 DECLARE
   v_duplicates bigint;
   v_locked bigint;

@@ -190,6 +190,51 @@ describe('the per-key limit, held by the database', () => {
     expect((await post(other.app, apiKey, { email: email() })).status).toBe(200)
   })
 
+  // The common group: one request per key. ingest_leads() applies the limit to such a group in its
+  // main statement (a source with several items in the group goes through inbound_rate_take()).
+  test('one group over three keys, one of them full: its 429 and the other two 200s from one statement', async () => {
+    const clock = new FakeClock()
+    const { app, ctx, organization, apiKey: fullKey, source: full } = await setup({}, { clock })
+    const first = await createSource(ctx, organization.id)
+    const second = await createSource(ctx, organization.id)
+    // Filled through another replica, so this one has no pre-check to refuse from: the database decides.
+    const other = await makeTestApp({ clock })
+    for (let index = 0; index < 60; index++) {
+      expect((await post(other.app, fullKey, { email: email() })).status).toBe(200)
+      clock.advance(100)
+    }
+    const [refused, stored, alsoStored] = await Promise.all([
+      post(app, fullKey, { email: email() }),
+      post(app, first.apiKey, { email: email() }),
+      post(app, second.apiKey, { email: email() }),
+    ])
+    expect(refused.status).toBe(429)
+    expect(refused.headers.get('retry-after')).toBe('60')
+    expect(refused.headers.get('x-ratelimit-remaining')).toBe('0')
+    // The oldest of the 60 leaves the window 54 s from now (60 s after it, 6 s ago).
+    expect(refused.headers.get('x-ratelimit-reset')).toBe('54')
+    expect(await refused.json()).toMatchObject({ error: 'rate_limited', limit: 60, remaining: 0 })
+    for (const response of [stored, alsoStored]) {
+      expect(response.status).toBe(200)
+      expect(response.headers.get('x-ratelimit-limit')).toBe('60')
+      expect(response.headers.get('x-ratelimit-remaining')).toBe('59')
+      expect(response.headers.get('x-ratelimit-reset')).toBe('60')
+      expect(await response.json()).toEqual({ status: 'created', success: true, lead_id: expect.any(String) })
+    }
+    // The two leads were committed together (one transaction id), and the full key kept its 60.
+    const [commits] = await ctx.database.query<{ transactions: number }>(
+      'select count(distinct xmin::text)::int as transactions from delivery_logs where source_id in ($1, $2)',
+      [first.source.id, second.source.id],
+    )
+    expect(commits).toEqual({ transactions: 1 })
+    const windows = await ctx.database.query<{ source_id: string; hits: number }>(
+      'select source_id, cardinality(hits) as hits from inbound_rate_windows where source_id in ($1, $2, $3) order by hits',
+      [full.id, first.source.id, second.source.id],
+    )
+    expect(windows.map((window) => window.hits)).toEqual([1, 1, 60])
+    expect(windows[2]!.source_id).toBe(full.id)
+  })
+
   test('requests to an unknown or disabled key count against no source', async () => {
     const clock = new FakeClock()
     const { app, ctx, apiKey, source } = await setup({}, { clock })
