@@ -190,9 +190,10 @@ describe('the per-key limit, held by the database', () => {
     expect((await post(other.app, apiKey, { email: email() })).status).toBe(200)
   })
 
-  // The common group: one request per key. ingest_leads() applies the limit to such a group in its
-  // main statement (a source with several items in the group goes through inbound_rate_take()).
-  test('one group over three keys, one of them full: its 429 and the other two 200s from one statement', async () => {
+  // The common burst: one request per key, written in one group or several (the group commit decides
+  // by timing, so the test does not count statements: an earlier version did, and failed whenever the
+  // first request was flushed alone). Each key's verdict must not depend on its neighbours.
+  test('a burst over three keys, one of them full: its 429 and the other two 200s', async () => {
     const clock = new FakeClock()
     const { app, ctx, organization, apiKey: fullKey, source: full } = await setup({}, { clock })
     const first = await createSource(ctx, organization.id)
@@ -221,12 +222,7 @@ describe('the per-key limit, held by the database', () => {
       expect(response.headers.get('x-ratelimit-reset')).toBe('60')
       expect(await response.json()).toEqual({ status: 'created', success: true, lead_id: expect.any(String) })
     }
-    // The two leads were committed together (one transaction id), and the full key kept its 60.
-    const [commits] = await ctx.database.query<{ transactions: number }>(
-      'select count(distinct xmin::text)::int as transactions from delivery_logs where source_id in ($1, $2)',
-      [first.source.id, second.source.id],
-    )
-    expect(commits).toEqual({ transactions: 1 })
+    // Each admitted key counted its one request, and the full key kept its 60.
     const windows = await ctx.database.query<{ source_id: string; hits: number }>(
       'select source_id, cardinality(hits) as hits from inbound_rate_windows where source_id in ($1, $2, $3) order by hits',
       [full.id, first.source.id, second.source.id],
