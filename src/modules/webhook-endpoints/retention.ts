@@ -11,8 +11,8 @@ const BATCH_SIZE = 5000
  * any more (also those of deleted endpoints and organizations). A pending delivery is never
  * deleted, whatever its age, unless its endpoint is gone: a group of ingest_leads() that read the
  * endpoint before its delete and committed after it leaves one behind (no foreign key since
- * drizzle/0015, the delete trigger cannot see it), and nothing would ever send it. Bounded batches keep each statement short; replicas that purge at the
- * same time only find less to delete.
+ * drizzle/0015, the delete trigger cannot see it), and nothing would ever send it. Bounded batches
+ * keep each statement short; replicas that purge at the same time only find less to delete.
  */
 export async function purgeExpiredMessages(
   ctx: AppContext,
