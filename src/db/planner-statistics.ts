@@ -1,7 +1,11 @@
 import type { AppContext } from '../context'
 
-/** Tables written on every inbound request, whose lookups are planned once per connection. */
-export const HOT_TABLES = ['leads', 'delivery_logs'] as const
+/**
+ * Tables written on every inbound request: leads and delivery_logs, whose lookups are planned once
+ * per connection; and webhook_deliveries where endpoints take lead events (a row per lead, claimed
+ * and updated by the delivery worker's statements, planned at every call).
+ */
+export const HOT_TABLES = ['leads', 'delivery_logs', 'webhook_deliveries'] as const
 export const STATISTICS_CHECK_INTERVAL_MS = 2_000
 /** Below this many pages any plan is cheap; statistics of a handful of rows would mislead anyway. */
 const MIN_PAGES = 8
