@@ -2,8 +2,11 @@ export interface CoalescingBufferOptions<Value> {
   intervalMs: number
   /** Combines two values noted under one key; `earlier` was noted first. */
   merge(earlier: Value, later: Value): Value
-  /** Writes a batch; a rejection puts the batch back for the next interval. */
-  write(batch: Map<string, Value>): Promise<void>
+  /**
+   * Writes a batch; a rejection puts the batch back for the next interval. `final`: the write of
+   * stop() (shutdown), which should not take its time.
+   */
+  write(batch: Map<string, Value>, options: { final: boolean }): Promise<void>
   /** Called when a write fails (the batch is kept). */
   onWriteError(error: unknown, size: number): void
   /** Beyond this many keys, new keys are dropped (and reported) while old ones keep merging. */
@@ -43,19 +46,19 @@ export class CoalescingBuffer<Value> {
   }
 
   /** Writes what is pending; resolves when that write has finished or failed. */
-  flush(): Promise<void> {
-    this.flushing ??= this.writePending().finally(() => {
+  flush(options: { final: boolean } = { final: false }): Promise<void> {
+    this.flushing ??= this.writePending(options).finally(() => {
       this.flushing = undefined
     })
     return this.flushing
   }
 
-  private async writePending(): Promise<void> {
+  private async writePending(options: { final: boolean }): Promise<void> {
     if (this.pending.size === 0) return
     const batch = this.pending
     this.pending = new Map()
     try {
-      await this.options.write(batch)
+      await this.options.write(batch, options)
     } catch (error) {
       this.options.onWriteError(error, batch.size)
       for (const [key, value] of batch) {
@@ -69,6 +72,8 @@ export class CoalescingBuffer<Value> {
   async stop(): Promise<void> {
     if (this.timer) clearInterval(this.timer)
     this.timer = undefined
-    await this.flush()
+    // A paced write of the last tick may be under way: let it end, then write the rest at once.
+    await this.flushing
+    await this.flush({ final: true })
   }
 }

@@ -2,7 +2,7 @@ import { describe, expect, test } from 'bun:test'
 import { eq, inArray } from 'drizzle-orm'
 import { leads, webhookSources } from '../../src/db/schema'
 import { FakeClock } from '../../src/lib/clock'
-import { LastRequestRecorder } from '../../src/modules/inbound/last-request'
+import { chunkPauseMs, LastRequestRecorder } from '../../src/modules/inbound/last-request'
 import { uniqueEmail } from '../helpers/emails'
 import { createSource } from '../helpers/factories'
 import { email, logsOf, post, setup } from '../helpers/inbound'
@@ -149,6 +149,38 @@ describe('POST /api/webhook/lead/{api_key}: refusals', () => {
 })
 
 describe('last_request_at of many sources', () => {
+  test('the statements of a periodic flush are paced over at most half the interval; none at shutdown', () => {
+    expect([1, 2, 5, 11, 21, 101].map((chunks) => chunkPauseMs(chunks))).toEqual([0, 250, 250, 250, 125, 25])
+  })
+
+  test('a paced flush writes every source; stop() meanwhile waits for it and writes the rest', async () => {
+    const clock = new FakeClock(Date.UTC(2026, 5, 1, 12, 0, 0, 123))
+    const { ctx, source, organization } = await setup({}, { clock })
+    const others = []
+    for (let index = 0; index < 4; index++) others.push((await createSource(ctx, organization.id)).source)
+    const recorder = new LastRequestRecorder(ctx, { chunkSize: 2 })
+    const first = [source, ...others.slice(0, 3)]
+    for (const each of first) recorder.note(each.id, clock.now())
+    // Two statements with a pause between them; a source noted meanwhile waits for the next write.
+    const flushing = recorder.flush()
+    recorder.note(others[3]!.id, clock.now() + 1)
+    await recorder.stop()
+    await flushing
+    const rows = await ctx.db
+      .select({ id: webhookSources.id, at: webhookSources.lastRequestAt })
+      .from(webhookSources)
+      .where(
+        inArray(
+          webhookSources.id,
+          [...first, others[3]!].map((each) => each.id),
+        ),
+      )
+    expect(Object.fromEntries(rows.map((row) => [row.id, row.at?.toISOString()]))).toEqual({
+      ...Object.fromEntries(first.map((each) => [each.id, new Date(clock.now()).toISOString()])),
+      [others[3]!.id]: new Date(clock.now() + 1).toISOString(),
+    })
+  })
+
   test('a flush in chunks writes every source noted, each to the millisecond', async () => {
     const clock = new FakeClock(Date.UTC(2026, 5, 1, 12, 0, 0, 123))
     const { ctx, source, organization } = await setup({}, { clock })

@@ -5,27 +5,38 @@ import { CoalescingBuffer } from '../../lib/coalescing-buffer'
 
 const FLUSH_INTERVAL_MS = 5000
 /**
- * Sources per statement, so a flush of a very large fleet is several bounded statements. Not
- * smaller: per statement the driver's and Drizzle's fixed cost outweighs the build it splits. For
- * 5,000 sources (5 s of 1,000 requests/s over 10,000 sources), bench:jobs, shared machine: chunks of
- * 500 took 14-26 ms of CPU and delayed the event loop up to 11 ms; one statement 6-16 ms and 1.4-9.8
- * ms (main's one statement with a Date and ISO string per source: 7-22 ms, 1.6-35 ms).
+ * Sources per statement, and the pause between two statements of one flush. One statement for all
+ * (5,000 sources per 5 s at 1,000 requests/s over 10,000 sources) kept a PostgreSQL backend busy
+ * for up to 54 ms every 5 s, on a 2-core machine next to the lead path's statement: about 1% of
+ * requests, the p99 of the open-loop benchmark, waited behind it (bench:stalls, docs/benchmarks.md
+ * "What is left of the 1,000 leads/s tail"). Paced, each statement is a few milliseconds and the
+ * flush spreads over at most half the interval (FLUSH_SPREAD); the statements' fixed cost is paid a
+ * few more times per interval, the rows written are the same.
  */
-export const LAST_REQUEST_CHUNK = 5000
+export const LAST_REQUEST_CHUNK = 1000
+const CHUNK_PAUSE_MS = 250
+const FLUSH_SPREAD_MS = FLUSH_INTERVAL_MS / 2
+
+/** The pause after each statement of a flush of `chunks` statements (none after the last). */
+export function chunkPauseMs(chunks: number): number {
+  if (chunks <= 1) return 0
+  return Math.min(CHUNK_PAUSE_MS, FLUSH_SPREAD_MS / (chunks - 1))
+}
 
 /**
  * webhook_sources.last_request_at, kept to within FLUSH_INTERVAL_MS without touching the source row
  * on the request path: each replica notes the latest request per source in memory and writes them
- * per interval (and on shutdown), LAST_REQUEST_CHUNK sources per statement, one after the other. A
- * later time never goes backwards: the update only moves the column forward, whichever replica
- * writes last. A chunk that fails puts the whole batch back (rewriting the chunks already written
- * is harmless: the same times, and never backwards).
+ * per interval (and on shutdown, at once), LAST_REQUEST_CHUNK sources per statement, paced
+ * (chunkPauseMs). A later time never goes backwards: the update only moves the column forward,
+ * whichever replica writes last. A chunk that fails puts the whole batch back (rewriting the chunks
+ * already written is harmless: the same times, and never backwards).
  */
 export class LastRequestRecorder {
   private readonly latest: CoalescingBuffer<number>
 
   constructor(ctx: AppContext, options: { chunkSize?: number } = {}) {
     const chunkSize = options.chunkSize ?? LAST_REQUEST_CHUNK
+    const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
     this.latest = new CoalescingBuffer<number>({
       intervalMs: FLUSH_INTERVAL_MS,
       merge: Math.max,
@@ -33,12 +44,14 @@ export class LastRequestRecorder {
       // (docs/architecture.md "Speaking SQL"); the pairs travel as one JSON parameter, the times as
       // epoch milliseconds (no Date and ISO string per source; two array parameters instead cost
       // postgres.js more to serialise, measured). Once per interval, so not a prepared hot statement.
-      write: async (batch) => {
+      write: async (batch, { final }) => {
         const startedAt = Date.now()
         const started = performance.now()
         const entries = [...batch]
         let buildMs = 0
+        const pause = final ? 0 : chunkPauseMs(Math.ceil(entries.length / chunkSize))
         for (let from = 0; from < entries.length; from += chunkSize) {
+          if (from > 0 && pause > 0) await sleep(pause)
           const building = performance.now()
           const json = JSON.stringify(entries.slice(from, from + chunkSize).map(([id, at]) => ({ id, at })))
           buildMs += performance.now() - building
