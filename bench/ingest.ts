@@ -45,7 +45,8 @@ export { checkoutBaseline, runTag }
  *   --endpoint                     one webhook endpoint (lead.created) with a loopback receiver
  *                                  for every service contender; the variant `endpoint` instead
  *                                  enables it for that contender only (the default service without
- *                                  an endpoint and with one in the same rounds: issue [6]'s 10%)
+ *                                  an endpoint and with one in the same rounds: issue [6]'s 10%),
+ *                                  `endpoint+NAME=value` with more environment
  *                                  Each such service keeps running after its load until its outbox
  *                                  is drained: the drain time and exactly-once check are recorded
  *   --replicas N                   every contender as N processes on one port (SO_REUSEPORT)
@@ -100,12 +101,17 @@ const SERVICE_VARIANTS: Record<string, Record<string, string>> = {
   /** The same with inbound first off: every event sent at once (the policy's paired comparison). */
   'endpoint-eager': { WEBHOOK_INBOUND_FIRST: 'false' },
 }
-/** Variants that run with the webhook endpoint enabled (the others run with it disabled). */
+/**
+ * Variants that run with the webhook endpoint enabled (the others run with it disabled), and
+ * `endpoint+NAME=value+…`: the endpoint with more environment.
+ */
 const ENDPOINT_VARIANTS = new Set(['endpoint', 'endpoint-eager'])
+const isEndpointVariant = (name: string) => ENDPOINT_VARIANTS.has(name) || name.startsWith('endpoint+')
 
 function variantEnv(name: string): Record<string, string> {
   const known = SERVICE_VARIANTS[name]
   if (known) return known
+  if (name.startsWith('endpoint+')) return variantEnv(name.slice('endpoint+'.length))
   if (!name.includes('='))
     throw new Error(
       `--service-variants: ${name} is none of ${Object.keys(SERVICE_VARIANTS).join(', ')} nor NAME=value`,
@@ -661,7 +667,7 @@ if (import.meta.main) {
         await prepareBenchDatabase(`v_${variant.toLowerCase().replace(/[^a-z0-9]+/g, '_')}`),
       )
     let serviceEnv: Record<string, string> = {}
-    const endpointVariant = serviceVariants.some((variant) => ENDPOINT_VARIANTS.has(variant))
+    const endpointVariant = serviceVariants.some(isEndpointVariant)
     if (cli.endpoint || endpointVariant) {
       const endpoint = await withEndpoint([
         ...[...variantDatabases.values()].map((database) => database.databaseUrl),
@@ -679,7 +685,7 @@ if (import.meta.main) {
         variant === 'default' ? 'service' : `service [${variant}]`,
         { ...serviceEnv, ...variantEnv(variant) },
         undefined,
-        cli.endpoint || ENDPOINT_VARIANTS.has(variant),
+        cli.endpoint || isEndpointVariant(variant),
         variantDatabases.get(variant),
       ),
     )
