@@ -13,7 +13,7 @@
 -- recorded. Returns per item what the X-RateLimit headers say: remaining, and the milliseconds
 -- until the oldest counted hit leaves the window (60,000 when this is the first). Items whose
 -- source is gone are skipped (no row back; their caller answers 404).
--- History: new with drizzle/0013.
+-- History: new with drizzle/0013; hits in ascending order since drizzle/0017.
 CREATE OR REPLACE FUNCTION inbound_rate_take(p_items jsonb)
   RETURNS TABLE (idx integer, allowed boolean, remaining integer, reset_ms integer)
 LANGUAGE plpgsql AS $$
@@ -36,21 +36,31 @@ BEGIN
   ),
   -- The window read by a scalar subquery: one primary-key probe per item whatever the table's
   -- statistics (a join was planned as a scan of every window while the table had none).
-  windows AS MATERIALIZED (
+  probed AS MATERIALIZED (
     SELECT i.idx, i.source_id, i.received_at,
-      ARRAY(SELECT h FROM unnest((SELECT w.hits FROM inbound_rate_windows w WHERE w.source_id = i.source_id)) h
-        WHERE h > i.received_at - c_window) AS kept
+      COALESCE((SELECT w.hits FROM inbound_rate_windows w WHERE w.source_id = i.source_id), '{}') AS hits
     FROM items i
     WHERE i.per_source = 1
   ),
+  -- Hits are kept in ascending order (drizzle/0017), so those that left the window are a prefix:
+  -- width_bucket counts them by binary search and a slice keeps the rest, and the oldest kept is
+  -- the first (filtering the array and taking its min cost ~20% more of this statement).
+  windows AS MATERIALIZED (
+    SELECT p.idx, p.source_id, p.received_at, p.hits[width_bucket(p.received_at - c_window, p.hits) + 1:] AS kept
+    FROM probed p
+  ),
+  -- A hit older than the last kept one (two replicas commit out of time order) is put in its place.
   recorded AS (
     INSERT INTO inbound_rate_windows AS w (source_id, hits)
-    SELECT k.source_id, k.kept || k.received_at FROM windows k WHERE cardinality(k.kept) < c_limit
+    SELECT k.source_id,
+      CASE WHEN cardinality(k.kept) = 0 OR k.kept[cardinality(k.kept)] <= k.received_at THEN k.kept || k.received_at
+        ELSE ARRAY(SELECT h FROM unnest(k.kept || k.received_at) h ORDER BY h) END
+    FROM windows k WHERE cardinality(k.kept) < c_limit
     ON CONFLICT (source_id) DO UPDATE SET hits = excluded.hits
   )
   SELECT k.idx, cardinality(k.kept) < c_limit,
     greatest(0, c_limit - cardinality(k.kept) - CASE WHEN cardinality(k.kept) < c_limit THEN 1 ELSE 0 END),
-    (extract(epoch FROM least((SELECT min(h) FROM unnest(k.kept) h),
+    (extract(epoch FROM least(k.kept[1],
       CASE WHEN cardinality(k.kept) < c_limit THEN k.received_at END) + c_window - k.received_at) * 1000)::integer
   FROM windows k;
 
@@ -79,7 +89,10 @@ BEGIN
       reset_ms := (extract(epoch FROM v_oldest + c_window - v_item.received_at) * 1000)::integer;
       RETURN NEXT;
     END LOOP;
-    INSERT INTO inbound_rate_windows AS w (source_id, hits) VALUES (v_source, v_hits)
+    -- in ascending order, as the statement above reads them (the group's items are in arrival order,
+    -- which the clock need not follow)
+    INSERT INTO inbound_rate_windows AS w (source_id, hits)
+    VALUES (v_source, ARRAY(SELECT h FROM unnest(v_hits) h ORDER BY h))
       ON CONFLICT (source_id) DO UPDATE SET hits = excluded.hits;
   END LOOP;
 END;
