@@ -1,5 +1,6 @@
 import { describe, expect, test } from 'bun:test'
 import { eq, inArray } from 'drizzle-orm'
+import type { AppContext } from '../../src/context'
 import { leads, webhookSources } from '../../src/db/schema'
 import { FakeClock } from '../../src/lib/clock'
 import { chunkPauseMs, LastRequestRecorder } from '../../src/modules/inbound/last-request'
@@ -148,6 +149,20 @@ describe('POST /api/webhook/lead/{api_key}: refusals', () => {
   })
 })
 
+/** last_request_at of each source, as ISO text by source id. */
+async function lastRequestTimes(ctx: AppContext, sources: ReadonlyArray<{ id: string }>) {
+  const rows = await ctx.db
+    .select({ id: webhookSources.id, at: webhookSources.lastRequestAt })
+    .from(webhookSources)
+    .where(
+      inArray(
+        webhookSources.id,
+        sources.map((each) => each.id),
+      ),
+    )
+  return Object.fromEntries(rows.map((row) => [row.id, row.at?.toISOString()]))
+}
+
 describe('last_request_at of many sources', () => {
   test('the statements of a periodic flush are paced over at most half the interval; none at shutdown', () => {
     expect([1, 2, 5, 11, 21, 101].map((chunks) => chunkPauseMs(chunks))).toEqual([0, 250, 250, 250, 125, 25])
@@ -166,16 +181,7 @@ describe('last_request_at of many sources', () => {
     recorder.note(others[3]!.id, clock.now() + 1)
     await recorder.stop()
     await flushing
-    const rows = await ctx.db
-      .select({ id: webhookSources.id, at: webhookSources.lastRequestAt })
-      .from(webhookSources)
-      .where(
-        inArray(
-          webhookSources.id,
-          [...first, others[3]!].map((each) => each.id),
-        ),
-      )
-    expect(Object.fromEntries(rows.map((row) => [row.id, row.at?.toISOString()]))).toEqual({
+    expect(await lastRequestTimes(ctx, [...first, others[3]!])).toEqual({
       ...Object.fromEntries(first.map((each) => [each.id, new Date(clock.now()).toISOString()])),
       [others[3]!.id]: new Date(clock.now() + 1).toISOString(),
     })
@@ -191,16 +197,7 @@ describe('last_request_at of many sources', () => {
     const recorder = new LastRequestRecorder(ctx, { chunkSize: 3 })
     for (const [index, each] of sources.entries()) recorder.note(each.id, clock.now() - index * 1001)
     await recorder.stop()
-    const rows = await ctx.db
-      .select({ id: webhookSources.id, at: webhookSources.lastRequestAt })
-      .from(webhookSources)
-      .where(
-        inArray(
-          webhookSources.id,
-          sources.map((each) => each.id),
-        ),
-      )
-    expect(Object.fromEntries(rows.map((row) => [row.id, row.at?.toISOString()]))).toEqual(
+    expect(await lastRequestTimes(ctx, sources)).toEqual(
       Object.fromEntries(
         sources.map((each, index) => [each.id, new Date(clock.now() - index * 1001).toISOString()]),
       ),

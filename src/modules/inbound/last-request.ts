@@ -9,8 +9,8 @@ const FLUSH_INTERVAL_MS = 5000
  * (5,000 sources per 5 s at 1,000 requests/s over 10,000 sources) kept a PostgreSQL backend busy
  * for up to 54 ms every 5 s, on a 2-core machine next to the lead path's statement: about 1% of
  * requests, the p99 of the open-loop benchmark, waited behind it (bench:stalls, docs/benchmarks.md
- * "What is left of the 1,000 leads/s tail"). Paced, each statement is a few milliseconds and the
- * flush spreads over at most half the interval (FLUSH_SPREAD); the statements' fixed cost is paid a
+ * "the last-request flush paced"). Paced, each statement is a few milliseconds and the flush
+ * spreads over at most half the interval (FLUSH_SPREAD_MS); the statements' fixed cost is paid a
  * few more times per interval, the rows written are the same.
  */
 export const LAST_REQUEST_CHUNK = 1000
@@ -36,7 +36,6 @@ export class LastRequestRecorder {
 
   constructor(ctx: AppContext, options: { chunkSize?: number } = {}) {
     const chunkSize = options.chunkSize ?? LAST_REQUEST_CHUNK
-    const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
     this.latest = new CoalescingBuffer<number>({
       intervalMs: FLUSH_INTERVAL_MS,
       merge: Math.max,
@@ -51,7 +50,7 @@ export class LastRequestRecorder {
         let buildMs = 0
         const pause = final ? 0 : chunkPauseMs(Math.ceil(entries.length / chunkSize))
         for (let from = 0; from < entries.length; from += chunkSize) {
-          if (from > 0 && pause > 0) await sleep(pause)
+          if (from > 0 && pause > 0) await Bun.sleep(pause)
           const building = performance.now()
           const json = JSON.stringify(entries.slice(from, from + chunkSize).map(([id, at]) => ({ id, at })))
           buildMs += performance.now() - building
