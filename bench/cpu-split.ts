@@ -4,6 +4,7 @@ import { parseArgs } from 'node:util'
 import postgres from 'postgres'
 import { provisionSources } from './provision'
 import {
+  addWebhookEndpoint,
   checkoutBaseline,
   freshDatabase,
   log,
@@ -18,7 +19,7 @@ import {
 } from './support'
 
 /**
- * `bun run bench:cpu-split [--baseline <rev>] [--env NAME=value+NAME=value] [--pairs 3]`: where the
+ * `bun run bench:cpu-split [--baseline <rev>] [--env NAME=value+NAME=value] [--endpoint] [--pairs 3]`: where the
  * CPU of one request goes, per process, for the service and the least-work `Bun.sql` handler
  * (bench/reference-server.ts) at the same fixed loads (wrk at each of BENCH_CONNECTIONS, default
  * 50,100, for BENCH_SECONDS, default 8, after a 3 s warm-up), in alternating runs (A B B A A B …).
@@ -30,6 +31,11 @@ import {
  * other engineers' databases on a shared machine: read it as noise), redis-server, wrk (its
  * rusage), and the transactions committed per 1,000 requests. Every contender has a database of
  * its own (BENCH_DATABASE, default lead_capture_bench_cpu, + a suffix) with BENCH_SOURCES sources.
+ *
+ * `--endpoint` adds the service with one webhook endpoint subscribed to `lead.created` (issue [6]'s
+ * one-endpoint case), its receiver in this process on loopback answering 200; this process's own CPU
+ * is then the `receiver` column (it does nothing else while wrk runs). Pending deliveries are
+ * deleted before each of its runs, so no run delivers another's backlog.
  */
 const cli = parseArgs({
   options: {
@@ -37,6 +43,7 @@ const cli = parseArgs({
     env: { type: 'string', multiple: true },
     pairs: { type: 'string' },
     'no-handler': { type: 'boolean' },
+    endpoint: { type: 'boolean' },
   },
   allowPositionals: true,
 }).values
@@ -110,6 +117,8 @@ interface Figures {
   postgresOther: number
   redis: number
   wrk: number
+  /** This process: the `--endpoint` receiver (nothing else runs here during a level). */
+  receiver: number
   total: number
   /** Share of the machine's CPU time left idle during the level, %. */
   idlePct: number
@@ -132,12 +141,14 @@ async function measure(contender: Contender, run: number): Promise<Figures[]> {
       const machineBefore = machineJiffies()
       const pgBefore = cpuByComm('postgres')
       const redisBefore = cpuByComm('redis-server')
+      const selfBefore = process.cpuUsage()
       const result = await runWrk({
         ...wrk,
         connections: level,
         tag: runTag(`${contender.name.replace(/\W+/g, '-')}-${level}`, String(run)),
         seconds: SECONDS,
       })
+      const selfUsage = process.cpuUsage(selfBefore)
       const serverMs = cpuMs(server.pid)! - serverBefore
       const machineAfter = machineJiffies()
       const pgAfter = cpuByComm('postgres')
@@ -158,13 +169,14 @@ async function measure(contender: Contender, run: number): Promise<Figures[]> {
         postgresOther: us(delta(pgBefore, pgAfter, backendPids, true)),
         redis: us(delta(redisBefore, redisAfter)),
         wrk: us(result.cpuMs),
+        receiver: us((selfUsage.user + selfUsage.system) / 1000),
         total: 0,
         idlePct: round(
           (100 * (machineAfter.idle - machineBefore.idle)) / (machineAfter.all - machineBefore.all),
           1,
         ),
       }
-      f.total = round(f.server + f.backends + f.postgresOther + f.redis + f.wrk, 1)
+      f.total = round(f.server + f.backends + f.postgresOther + f.redis + f.wrk + f.receiver, 1)
       log(`run ${run} ${contender.name} @${level}: ${JSON.stringify(f)}`)
       figures.push(f)
     }
@@ -186,6 +198,9 @@ async function benchDatabase(suffix: string, cwd?: string) {
   return { databaseName, databaseUrl, keysFile }
 }
 
+/** Seals the `--endpoint` signing secret; that service gets it as WEBHOOK_SECRETS_KEY. */
+const SECRETS_KEY = Buffer.alloc(32, 7).toString('base64')
+const cleanups: Array<() => Promise<unknown>> = []
 const baseline = cli.baseline ? await checkoutBaseline(cli.baseline) : null
 try {
   const contenders: Contender[] = []
@@ -202,6 +217,36 @@ try {
       name: `service [${spec}]`,
       ...db,
       start: () => spawnService({ DATABASE_URL: db.databaseUrl, DATABASE_POOL_SIZE: POOL_SIZE, ...env }),
+    })
+  }
+  if (cli.endpoint) {
+    const db = await benchDatabase('endpoint')
+    const receiver = Bun.serve({
+      port: 0,
+      hostname: '127.0.0.1',
+      async fetch(request) {
+        await request.arrayBuffer()
+        return new Response('ok')
+      },
+    })
+    cleanups.push(async () => {
+      receiver.stop(true)
+    })
+    const admin = postgres(db.databaseUrl, { max: 1, onnotice: () => {} })
+    cleanups.push(() => admin.end())
+    await addWebhookEndpoint(admin, `http://127.0.0.1:${receiver.port}/hook`, SECRETS_KEY)
+    contenders.push({
+      name: 'service [endpoint]',
+      ...db,
+      start: async () => {
+        await admin`delete from webhook_deliveries where status = 'pending'`
+        return spawnService({
+          DATABASE_URL: db.databaseUrl,
+          DATABASE_POOL_SIZE: POOL_SIZE,
+          WEBHOOK_SECRETS_KEY: SECRETS_KEY,
+          OUTBOUND_ALLOW_PRIVATE_NETWORKS: 'true',
+        })
+      },
     })
   }
   if (baseline) {
@@ -236,7 +281,17 @@ try {
     for (const contender of order) results.get(contender.name)!.push(await measure(contender, ++run))
   }
   log(`load average at the end: ${loadavg()}`)
-  const keys = ['rps', 'server', 'backends', 'postgresOther', 'redis', 'wrk', 'total', 'idlePct'] as const
+  const keys = [
+    'rps',
+    'server',
+    'backends',
+    'postgresOther',
+    'redis',
+    'wrk',
+    'receiver',
+    'total',
+    'idlePct',
+  ] as const
   console.log(`| level | contender | ${keys.join(' | ')} | non-2xx |`)
   console.log(`|${' --- |'.repeat(keys.length + 3)}`)
   for (const level of LEVELS) {
@@ -250,5 +305,6 @@ try {
     }
   }
 } finally {
+  for (const cleanup of cleanups.reverse()) await cleanup()
   await baseline?.remove()
 }

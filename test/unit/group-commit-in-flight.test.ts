@@ -110,3 +110,60 @@ describe('group commit: statements in flight', () => {
     })
   }
 })
+
+// A committed group hands its slot to the leads that waited before its own leads are answered:
+// the next statement is sent in the same turn, the answers come a turn later (the database works
+// on the next group while this process answers). With nothing waiting, the answers are not held.
+describe('group commit: the next group before the answers', () => {
+  async function run(waitingBehind: boolean): Promise<string[]> {
+    const events: string[] = []
+    const held = heldRepository()
+    const repository = {
+      ingestLeads(items: readonly IngestItem[]) {
+        events.push(`sent ${items.map((item) => item.email).join(',')}`)
+        return held.repository.ingestLeads(items)
+      },
+    } as unknown as InboundRepository
+    const writer = writerWith({}, repository)
+    const answered: Array<Promise<unknown>> = []
+    const submit = (address: string) =>
+      answered.push(
+        writer
+          .ingest({ id: 's', organizationId: 'o' }, leadWithEmail(address), requestFacts())
+          .then((result) => events.push(`answered ${address} ${result.outcome}`)),
+      )
+    submit('first@example.com')
+    await nextTurn()
+    if (waitingBehind) {
+      submit('second@example.com')
+      await nextTurn()
+    }
+    expect(held.running).toHaveLength(1)
+    held.running[0]!.finish()
+    // A turn scheduled when the first statement ends: what happened before it is "the same turn".
+    setImmediate(() => events.push('next turn'))
+    await nextTurn()
+    await nextTurn()
+    for (const statement of [...held.running]) statement.finish()
+    await Promise.all(answered)
+    return events
+  }
+
+  test('a waiting lead goes out before the committed group is answered', async () => {
+    expect(await run(true)).toEqual([
+      'sent first@example.com',
+      'sent second@example.com',
+      'next turn',
+      'answered first@example.com created',
+      'answered second@example.com created',
+    ])
+  })
+
+  test('with nothing waiting the committed group is answered at once', async () => {
+    expect(await run(false)).toEqual([
+      'sent first@example.com',
+      'answered first@example.com created',
+      'next turn',
+    ])
+  })
+})
