@@ -159,11 +159,13 @@ export class GroupCommitWriter {
   /**
    * Writes one group and answers its leads. `committed` is called once its statement has
    * committed, before any lead is answered: the next group is sent from there, and when one was
-   * sent the answers wait for the next turn of the event loop. Bun.sql (and postgres.js) put a
-   * statement on the socket only once the current turn's JavaScript is done, and answering a group
-   * is that turn's longest work (every lead's handler resumes and writes its response): answered
-   * first, the next group reached PostgreSQL ~1.2 ms after it was sent at groups of 100, the
-   * database idle meanwhile (docs/benchmarks.md, "The next group before the answers").
+   * sent the answers wait for the next turn of the event loop. Bun.sql, the group's client by
+   * default, was measured to put the statement on the socket only once the current turn's
+   * JavaScript is done, and answering a group is that turn's longest work (every lead's handler
+   * resumes and writes its response): answered first, the next group reached PostgreSQL ~1.2 ms
+   * after it was sent at groups of 100, the database idle meanwhile (docs/benchmarks.md, "The next
+   * group before the answers"). postgres.js writes a message of 1 KB or more at once: the wait costs
+   * it one turn's delay of the answers.
    */
   private async write(group: Waiting[], committed?: () => void): Promise<void> {
     group.forEach((waiting, index) => {
