@@ -5,6 +5,7 @@ import postgres from 'postgres'
 import { provisionSources } from './provision'
 import {
   addWebhookEndpoint,
+  BENCH_WEBHOOK_ENV,
   checkoutBaseline,
   freshDatabase,
   log,
@@ -198,8 +199,6 @@ async function benchDatabase(suffix: string, cwd?: string) {
   return { databaseName, databaseUrl, keysFile }
 }
 
-/** Seals the `--endpoint` signing secret; that service gets it as WEBHOOK_SECRETS_KEY. */
-const SECRETS_KEY = Buffer.alloc(32, 7).toString('base64')
 const cleanups: Array<() => Promise<unknown>> = []
 const baseline = cli.baseline ? await checkoutBaseline(cli.baseline) : null
 try {
@@ -234,7 +233,7 @@ try {
     })
     const admin = postgres(db.databaseUrl, { max: 1, onnotice: () => {} })
     cleanups.push(() => admin.end())
-    await addWebhookEndpoint(admin, `http://127.0.0.1:${receiver.port}/hook`, SECRETS_KEY)
+    await addWebhookEndpoint(admin, `http://127.0.0.1:${receiver.port}/hook`)
     contenders.push({
       name: 'service [endpoint]',
       ...db,
@@ -243,8 +242,7 @@ try {
         return spawnService({
           DATABASE_URL: db.databaseUrl,
           DATABASE_POOL_SIZE: POOL_SIZE,
-          WEBHOOK_SECRETS_KEY: SECRETS_KEY,
-          OUTBOUND_ALLOW_PRIVATE_NETWORKS: 'true',
+          ...BENCH_WEBHOOK_ENV,
         })
       },
     })

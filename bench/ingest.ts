@@ -5,6 +5,7 @@ import postgres from 'postgres'
 import { addSources, provisionOrganization } from './provision'
 import {
   addWebhookEndpoint,
+  BENCH_WEBHOOK_ENV,
   checkoutBaseline,
   freshDatabase,
   log,
@@ -89,8 +90,6 @@ const REPLICAS = Number(cli.replicas ?? 1)
 if (!Number.isInteger(REPLICAS) || REPLICAS < 1) throw new Error('--replicas: a whole number of 1 or more')
 /** How long a service may take to drain its outbox after its load before the run gives up waiting. */
 const DRAIN_TIMEOUT_SECONDS = Number(process.env.BENCH_DRAIN_TIMEOUT_SECONDS ?? 900)
-/** Seals the benchmark endpoint's signing secret; the services get it as WEBHOOK_SECRETS_KEY. */
-const SECRETS_KEY = Buffer.alloc(32, 7).toString('base64')
 
 /** The client switches of issue [7] (src/config.ts), by the names `--service-variants` takes. */
 const SERVICE_VARIANTS: Record<string, Record<string, string>> = {
@@ -398,13 +397,13 @@ async function withEndpoint(databaseUrls: string[]): Promise<{
     databaseUrls.map((url) => [url, postgres(url, { max: 1, onnotice: () => {} })] as const),
   )
   for (const sql of connections.values())
-    await addWebhookEndpoint(sql, `http://127.0.0.1:${receiver.port}/hook`, SECRETS_KEY)
+    await addWebhookEndpoint(sql, `http://127.0.0.1:${receiver.port}/hook`)
   // The endpoint's database of the contender running now; none for a baseline without `--endpoint`.
   let current: postgres.Sql | undefined
   const pending = async (sql: postgres.Sql) =>
     (await sql`select count(*)::int as n from webhook_deliveries where status = 'pending'`)[0]!.n as number
   return {
-    env: { WEBHOOK_SECRETS_KEY: SECRETS_KEY, OUTBOUND_ALLOW_PRIVATE_NETWORKS: 'true' },
+    env: { ...BENCH_WEBHOOK_ENV },
     async beforeService(contender) {
       current = connections.get(contender.database?.databaseUrl ?? databaseUrls[0]!)
       received = 0

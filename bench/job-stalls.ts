@@ -4,7 +4,7 @@ import postgres from 'postgres'
 import { createLogger } from '../src/lib/logger'
 import { EventLoopProbe } from '../src/lib/stall-probe'
 import { provisionSources } from './provision'
-import { freshDatabase, log, REDIS_URL, ROOT, round } from './support'
+import { BENCH_SECRETS_KEY, freshDatabase, log, REDIS_URL, ROOT, round } from './support'
 
 /**
  * `bun run bench:jobs`: what each periodic job and write-behind flush costs the event loop, measured
@@ -29,7 +29,6 @@ const { values: args } = parseArgs({
 const DIR = args.cwd!
 const RUNS = Number(args.runs)
 const SOURCES = Number(process.env.BENCH_SOURCES ?? 10_000)
-const SECRETS_KEY = Buffer.alloc(32, 7).toString('base64')
 
 const databaseUrl = await freshDatabase('lead_capture_jobs')
 log(`provisioning ${SOURCES} sources with the CLI of ${DIR}`)
@@ -56,7 +55,7 @@ const ctx = await createContext(
     DATABASE_URL: databaseUrl,
     REDIS_URL,
     LOG_LEVEL: 'warn',
-    WEBHOOK_SECRETS_KEY: SECRETS_KEY,
+    WEBHOOK_SECRETS_KEY: BENCH_SECRETS_KEY,
     DATA_DIR: '/tmp/lead-capture-jobs-data',
   }),
 )
@@ -132,7 +131,7 @@ async function seed(db: postgres.Sql) {
   const now = new Date()
   await db`insert into webhook_endpoints (id, organization_id, url, event_types, secret_ciphertext, created_at, updated_at)
     values (${newId()}, ${organizationId}, 'http://127.0.0.1:9/status', '["source.status_changed"]'::jsonb,
-      ${new SecretBox(SECRETS_KEY).seal(`whsec_${Buffer.alloc(24, 1).toString('base64')}`)}, ${now}, ${now})`
+      ${new SecretBox(BENCH_SECRETS_KEY).seal(`whsec_${Buffer.alloc(24, 1).toString('base64')}`)}, ${now}, ${now})`
   // Three recent logs per source (older than the roll-up's 2-minute delay), one a failure.
   await db`insert into delivery_logs (id, source_id, organization_id, received_at, method, http_status, outcome, reason, duration_ms)
     select gen_random_uuid(), s.id, s.organization_id, now() - make_interval(mins => 5 + n * 7), 'POST',

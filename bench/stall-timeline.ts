@@ -8,6 +8,8 @@ import { openLoop } from './open-loop'
 import { provisionSources } from './provision'
 import {
   ADMIN_DATABASE_URL,
+  BENCH_SECRETS_KEY,
+  BENCH_WEBHOOK_ENV,
   dockerfileJscEnv,
   freePort,
   freshDatabase,
@@ -56,7 +58,6 @@ const SOURCES = Number(process.env.BENCH_SOURCES ?? 10_000)
 const BUCKET_MS = 100
 const SLOW_MS = 6
 const MAX_BUCKETS = 40
-const SECRETS_KEY = Buffer.alloc(32, 7).toString('base64')
 
 const variants = (args.variants ?? `branch=${ROOT}`).split(',').map((entry) => {
   const [name, dir] = entry.split('=')
@@ -130,8 +131,7 @@ async function runOnce(variant: { name: string; dir: string }, index: number) {
       HOST: '127.0.0.1',
       LOG_LEVEL: 'info',
       DIAGNOSE_STALLS: 'true',
-      WEBHOOK_SECRETS_KEY: SECRETS_KEY,
-      OUTBOUND_ALLOW_PRIVATE_NETWORKS: 'true',
+      ...BENCH_WEBHOOK_ENV,
       DATA_DIR: `/tmp/${name}-data`,
     },
     stdout: 'pipe',
@@ -312,7 +312,7 @@ async function addStatusEndpoint(databaseUrl: string, receiverUrl: string) {
     const now = new Date()
     await sql`insert into webhook_endpoints (id, organization_id, url, event_types, secret_ciphertext, created_at, updated_at)
       values (${newId()}, ${row!.organization_id as string}, ${receiverUrl}, '["source.status_changed"]'::jsonb,
-        ${new SecretBox(SECRETS_KEY).seal(`whsec_${Buffer.alloc(24, 1).toString('base64')}`)}, ${now}, ${now})`
+        ${new SecretBox(BENCH_SECRETS_KEY).seal(`whsec_${Buffer.alloc(24, 1).toString('base64')}`)}, ${now}, ${now})`
   } finally {
     await sql.end()
   }

@@ -202,21 +202,25 @@ export function spawnService(
   )
 }
 
+/** Seals the benchmarks' webhook signing secrets; their services get it as WEBHOOK_SECRETS_KEY. */
+export const BENCH_SECRETS_KEY = Buffer.alloc(32, 7).toString('base64')
+/** A benchmarked service that delivers webhooks: the secrets key, and its receivers on loopback allowed. */
+export const BENCH_WEBHOOK_ENV = {
+  WEBHOOK_SECRETS_KEY: BENCH_SECRETS_KEY,
+  OUTBOUND_ALLOW_PRIVATE_NETWORKS: 'true',
+} as const
+
 /**
  * One webhook endpoint subscribed to `lead.created` for the organization of the benchmark's sources,
- * its signing secret sealed with `secretsKey` (the services get it as WEBHOOK_SECRETS_KEY).
+ * its signing secret sealed with BENCH_SECRETS_KEY (the services get BENCH_WEBHOOK_ENV).
  */
-export async function addWebhookEndpoint(
-  sql: postgres.Sql,
-  receiverUrl: string,
-  secretsKey: string,
-): Promise<void> {
+export async function addWebhookEndpoint(sql: postgres.Sql, receiverUrl: string): Promise<void> {
   const [row] = await sql`select organization_id from webhook_sources limit 1`
   const organizationId = row!.organization_id as string
   const now = new Date()
   await sql`insert into webhook_endpoints (id, organization_id, url, event_types, secret_ciphertext, created_at, updated_at)
     values (${newId()}, ${organizationId}, ${receiverUrl}, '["lead.created"]'::jsonb,
-      ${new SecretBox(secretsKey).seal(`whsec_${Buffer.alloc(24, 1).toString('base64')}`)}, ${now}, ${now})`
+      ${new SecretBox(BENCH_SECRETS_KEY).seal(`whsec_${Buffer.alloc(24, 1).toString('base64')}`)}, ${now}, ${now})`
 }
 
 export interface WrkResult {

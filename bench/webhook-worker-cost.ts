@@ -6,7 +6,7 @@ import { newId } from '../src/lib/ids'
 import { createMemoryLogger } from '../src/lib/logger'
 import { SecretBox } from '../src/lib/secrets'
 import { buildServices } from '../src/services'
-import { freshDatabase, log, round } from './support'
+import { BENCH_SECRETS_KEY, BENCH_WEBHOOK_ENV, freshDatabase, log, round } from './support'
 
 /**
  * `bun run bench/webhook-worker-cost.ts`: what one delivery costs the worker, apart from the lead
@@ -17,15 +17,13 @@ import { freshDatabase, log, round } from './support'
  * one). Wall time is printed too, but it follows the machine's load; the two counts much less.
  */
 const MESSAGES = Number(process.env.BENCH_MESSAGES ?? 5000)
-const SECRETS_KEY = Buffer.alloc(32, 7).toString('base64')
 
 const url = await freshDatabase('lead_capture_bench_worker_cost')
 const config = loadConfig({
   DATABASE_URL: url,
   LOG_LEVEL: 'silent',
   DATABASE_POOL_SIZE: '10',
-  WEBHOOK_SECRETS_KEY: SECRETS_KEY,
-  OUTBOUND_ALLOW_PRIVATE_NETWORKS: 'true',
+  ...BENCH_WEBHOOK_ENV,
 })
 const ctx = await createContext(config, { logger: createMemoryLogger('silent') })
 await runMigrations(config, ctx.database, createMemoryLogger('silent'))
@@ -51,7 +49,7 @@ try {
   await sql`insert into organizations (id, name, plan) values (${organizationId}, 'bench', 'pro')`
   await sql`insert into webhook_endpoints (id, organization_id, url, event_types, secret_ciphertext, created_at, updated_at)
     values (${endpointId}, ${organizationId}, ${`http://127.0.0.1:${port}/hook`}, '[]'::jsonb,
-      ${new SecretBox(SECRETS_KEY).seal(`whsec_${Buffer.alloc(24, 1).toString('base64')}`)}, ${now}, ${now})`
+      ${new SecretBox(BENCH_SECRETS_KEY).seal(`whsec_${Buffer.alloc(24, 1).toString('base64')}`)}, ${now}, ${now})`
   const lead = {
     lead: {
       lead_id: newId(),

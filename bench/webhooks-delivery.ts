@@ -4,6 +4,7 @@ import postgres from 'postgres'
 import { provisionSources } from './provision'
 import {
   addWebhookEndpoint,
+  BENCH_WEBHOOK_ENV,
   freePort,
   freshDatabase,
   log,
@@ -26,15 +27,13 @@ const SECONDS = Number(process.env.BENCH_SECONDS ?? 20)
 const WARMUP_SECONDS = Number(process.env.BENCH_WARMUP_SECONDS ?? 5)
 // Every key stays under its 60 per minute over the warm-up and both phases.
 const SOURCES = Number(process.env.BENCH_SOURCES ?? 3000)
-const SECRETS_KEY = Buffer.alloc(32, 7).toString('base64')
 
 const url = await freshDatabase(process.env.BENCH_DATABASE ?? 'lead_capture_bench_webhooks')
 const port = await freePort()
 const service = await spawnService({
   DATABASE_URL: url,
   PORT: String(port),
-  WEBHOOK_SECRETS_KEY: SECRETS_KEY,
-  OUTBOUND_ALLOW_PRIVATE_NETWORKS: 'true',
+  ...BENCH_WEBHOOK_ENV,
   LOG_LEVEL: 'warn',
 })
 const keys = await provisionSources(url, SOURCES)
@@ -167,7 +166,7 @@ try {
   log(`no endpoint: ${SECONDS}s at ${RATE}/s`)
   const without = await run(SECONDS)
 
-  await addWebhookEndpoint(sql, `http://127.0.0.1:${receiver.port}/hook`, SECRETS_KEY)
+  await addWebhookEndpoint(sql, `http://127.0.0.1:${receiver.port}/hook`)
   log(`one endpoint (lead.created): ${SECONDS}s at ${RATE}/s`)
   const withEndpoint = await run(SECONDS)
 
