@@ -25,9 +25,12 @@ export interface ScrubbedBody {
 
 // A body with none of these cannot hold a credential, however it is escaped.
 const MAYBE_SECRET = /fl_pat_|fl_sess_|flwh_|\\|%/
-// Nor card data without one of these: a card-ish name or 13 digits in a row (with separators), as
-// long as nothing in it is escaped.
-const MAYBE_CARD = /cc|cid|cv|csc|pan|card|secur|\d(?:(?:[ +-]|%20)?\d){12}/i
+// Nor card data without one of these, as long as nothing in it is \u-escaped (no other JSON escape
+// spells a letter, a digit or a separator): a card-ish name (rule 1, field names) or 13 digits in a
+// row with single separators (rule 2, values). Each rule is applied only when its look finds
+// something: a body with a `company` field has its names checked, not every value scanned.
+const MAYBE_CARD_NAME = /cc|cid|cv|csc|pan|card|secur/i
+const MAYBE_CARD_NUMBER = /\d(?:(?:[ +-]|%20)?\d){12}/
 /**
  * Values nested deeper than this are not walked: they are replaced by TOO_DEEP in the lead and the
  * log, so nothing unchecked is stored and re-serialising the log body stays shallow (JSON.stringify
@@ -53,39 +56,47 @@ export function scrubBody(
 ): ScrubbedBody {
   const secrets = MAYBE_SECRET.test(rawText)
   // A \u escape can spell any digit or letter, so the raw text proves nothing once it holds one.
-  const cards = rawText.includes('\\u') || MAYBE_CARD.test(rawText)
-  if (!secrets && !cards) return { body, logText: rawText, redacted: [] }
+  const escaped = rawText.includes('\\u')
+  const cardNames = escaped || MAYBE_CARD_NAME.test(rawText)
+  const cardNumbers = escaped || MAYBE_CARD_NUMBER.test(rawText)
+  if (!secrets && !cardNames && !cardNumbers) return { body, logText: rawText, redacted: [] }
   const redacted: string[] = []
 
-  const cleanString = (value: string, path: string, phone: boolean): string => {
-    const masked = secrets ? maskSecretsInText(value) : value
-    if (!cards || phone) return masked
-    const clean = redactCardNumbers(masked)
-    if (clean !== masked) redacted.push(path)
-    return clean
-  }
-
-  /** [for the lead, for the log]; the same references when nothing changed. */
-  const visit = (value: unknown, path: string, depth: number, phone: boolean): [unknown, unknown] => {
+  /**
+   * [for the lead, for the log]; the same references when nothing changed. `parent` and `key` make
+   * the value's JSON pointer, built only when something is redacted (or for a container, whose
+   * members need it): most values are walked and left as they were.
+   */
+  const visit = (
+    value: unknown,
+    parent: string,
+    key: string | null,
+    depth: number,
+    phone: boolean,
+  ): [unknown, unknown] => {
     if (typeof value === 'string') {
-      const clean = cleanString(value, path, phone)
+      const masked = secrets ? maskSecretsInText(value) : value
+      if (!cardNumbers || phone) return [masked, masked]
+      const clean = redactCardNumbers(masked)
+      if (clean !== masked) redacted.push(pointer(parent, key))
       return [clean, clean]
     }
     if (typeof value === 'number') {
-      if (cards && !phone && isCardNumberValue(value)) {
-        redacted.push(path)
+      if (cardNumbers && !phone && isCardNumberValue(value)) {
+        redacted.push(pointer(parent, key))
         return [REDACTED_CARD_NUMBER, REDACTED_CARD_NUMBER]
       }
       return [value, value]
     }
     if (typeof value !== 'object' || value === null) return [value, value]
     if (depth > MAX_DEPTH) return [TOO_DEEP, TOO_DEEP]
+    const path = pointer(parent, key)
     if (Array.isArray(value)) {
       const lead: unknown[] = []
       const log: unknown[] = []
       let changed = false
       value.forEach((item, index) => {
-        const [forLead, forLog] = visit(item, `${path}/${index}`, depth + 1, false)
+        const [forLead, forLog] = visit(item, path, String(index), depth + 1, false)
         lead.push(forLead)
         log.push(forLog)
         if (forLead !== item || forLog !== item) changed = true
@@ -100,15 +111,14 @@ export function scrubBody(
     let changed = false
     for (const [key, item] of entries) {
       const cleanKey = secrets ? maskSecretsInText(key) : key
-      const itemPath = `${path}/${cleanKey.replaceAll('~', '~0').replaceAll('/', '~1')}`
       if (cleanKey !== key) changed = true
-      if (isCardFieldName(key)) {
-        redacted.push(itemPath)
+      if (cardNames && isCardFieldName(key)) {
+        redacted.push(pointer(path, cleanKey))
         cleaned.push([cleanKey])
         changed = true
         continue
       }
-      const [forLead, forLog] = visit(item, itemPath, depth + 1, depth === 0 && isPhoneField(key))
+      const [forLead, forLog] = visit(item, path, cleanKey, depth + 1, depth === 0 && isPhoneField(key))
       if (forLead !== item || forLog !== item) changed = true
       cleaned.push([cleanKey, forLead, forLog])
     }
@@ -125,9 +135,14 @@ export function scrubBody(
     return [lead, log]
   }
 
-  const [lead, log] = visit(body, '', 0, false)
+  const [lead, log] = visit(body, '', null, 0, false)
   if (lead === body) return { body, logText: rawText, redacted }
   return { body: lead as Record<string, unknown>, logText: JSON.stringify(log), redacted }
+}
+
+/** The JSON pointer (RFC 6901) of member `key` of the value at `parent`; `parent` itself for the root. */
+function pointer(parent: string, key: string | null): string {
+  return key === null ? parent : `${parent}/${key.replaceAll('~', '~0').replaceAll('/', '~1')}`
 }
 
 /** Whether a body field lands in `phone_raw` (directly or by the source's field mapping). */
