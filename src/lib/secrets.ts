@@ -96,6 +96,8 @@ export function secretHints(value: string): { first4: string; last4: string } {
   return { first4: body.slice(0, 4), last4: body.slice(-4) }
 }
 
+/** Every secret spells an underscore: as it is, percent-encoded (`%5F`) or `\u`-escaped. */
+const SECRET_MARK = /[_%\\]/
 const ANY_SECRET = /(flwh_|fl_pat_|fl_sess_)([0-9A-Za-z]{4})[0-9A-Za-z]{4,}([0-9A-Za-z]{4})/g
 const WEBHOOK_SECRET_IN_TEXT = /whsec_([A-Za-z0-9+/]{4})[A-Za-z0-9+/]{4,}={0,2}/g
 
@@ -104,7 +106,6 @@ const WEBHOOK_SECRET_IN_TEXT = /whsec_([A-Za-z0-9+/]{4})[A-Za-z0-9+/]{4,}={0,2}/
  * are, percent-encoded (`%42`, or double-encoded `%2542`) or as JSON / JavaScript `\uXXXX`
  * escapes. `flwh_%42Fd…` in a path and `"\u0066l_pat_…"` in a body are as usable as the plain key.
  */
-const SECRET_MARK = /[_%\\]/
 const ENCODED_RUN = /(?:[0-9A-Za-z_]|%(?:25)*[0-9A-Fa-f]{2}|\\u[0-9A-Fa-f]{4})+/g
 const ENCODED_UNIT = /[0-9A-Za-z_]|%(?:25)*([0-9A-Fa-f]{2})|\\u([0-9A-Fa-f]{4})/g
 
@@ -115,8 +116,7 @@ const ENCODED_UNIT = /[0-9A-Za-z_]|%(?:25)*([0-9A-Fa-f]{2})|\\u([0-9A-Fa-f]{4})/
  * masked JSON text still parses.
  */
 export function maskSecretsInText(text: string): string {
-  // Every secret spells an underscore, written as it is, percent-encoded or \u-escaped: text with
-  // none of the three (a request id, most values) is returned without running the patterns.
+  // Text with none of SECRET_MARK's characters (a request id, most values) skips the patterns.
   if (!SECRET_MARK.test(text)) return text
   const plain = text.replace(ANY_SECRET, '$1$2…$3').replace(WEBHOOK_SECRET_IN_TEXT, 'whsec_$1…')
   if (!plain.includes('%') && !plain.includes('\\u')) return plain
