@@ -58,6 +58,14 @@ const CARD_COMPANIONS = new Set([
 // A cheap first look before tokenising: every rule above needs one of these substrings.
 const MAYBE_CARD = /cc|cid|cv|csc|pan|card|secur/i
 
+/**
+ * Whether a text (a field name, or a whole body's raw JSON when nothing in it is `\u`-escaped) may
+ * hold a name that rule 1 drops: without one of MAYBE_CARD's substrings none of its names can.
+ */
+export function mayNameCardData(text: string): boolean {
+  return MAYBE_CARD.test(text)
+}
+
 function tokensOf(name: string): string[] {
   return name
     .replace(/([a-z0-9])([A-Z])/g, '$1 $2')
@@ -70,7 +78,7 @@ function tokensOf(name: string): string[] {
 
 /** True when a field name denotes card data (rule 1). */
 export function isCardFieldName(name: string): boolean {
-  if (!MAYBE_CARD.test(name)) return false
+  if (!mayNameCardData(name)) return false
   const tokens = tokensOf(name)
   for (let index = 0; index < tokens.length; index++) {
     const token = tokens[index]!
@@ -147,6 +155,17 @@ export function redactCardNumbers(text: string): string {
     }
     return changed ? result : run
   })
+}
+
+// DIGIT_RUN's shape without its edges: 13 digits with single separators, the least rule 2 reads.
+const MAYBE_CARD_NUMBER = /\d(?:(?:[ +-]|%20)?\d){12}/
+
+/**
+ * Whether a text (a value, or a whole body's raw JSON when nothing in it is `\u`-escaped: JSON
+ * numbers are digits there too) may hold a number that rule 2 redacts.
+ */
+export function mayHoldCardNumber(text: string): boolean {
+  return MAYBE_CARD_NUMBER.test(text)
 }
 
 /** True for a JSON number that reads as a card number (rule 2 for numeric values). */

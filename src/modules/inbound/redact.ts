@@ -1,6 +1,8 @@
 import {
   isCardFieldName,
   isCardNumberValue,
+  mayHoldCardNumber,
+  mayNameCardData,
   REDACTED_CARD_NUMBER,
   REMOVED_CARD_FIELD,
   redactCardNumbers,
@@ -25,12 +27,6 @@ export interface ScrubbedBody {
 
 // A body with none of these cannot hold a credential, however it is escaped.
 const MAYBE_SECRET = /fl_pat_|fl_sess_|flwh_|\\|%/
-// Nor card data without one of these, as long as nothing in it is \u-escaped (no other JSON escape
-// spells a letter, a digit or a separator): a card-ish name (rule 1, field names) or 13 digits in a
-// row with single separators (rule 2, values). Each rule is applied only when its look finds
-// something: a body with a `company` field has its names checked, not every value scanned.
-const MAYBE_CARD_NAME = /cc|cid|cv|csc|pan|card|secur/i
-const MAYBE_CARD_NUMBER = /\d(?:(?:[ +-]|%20)?\d){12}/
 /**
  * Values nested deeper than this are not walked: they are replaced by TOO_DEEP in the lead and the
  * log, so nothing unchecked is stored and re-serialising the log body stays shallow (JSON.stringify
@@ -55,10 +51,13 @@ export function scrubBody(
   isPhoneField: (name: string) => boolean,
 ): ScrubbedBody {
   const secrets = MAYBE_SECRET.test(rawText)
-  // A \u escape can spell any digit or letter, so the raw text proves nothing once it holds one.
+  // Each card rule is applied only when the raw text can trigger it (lib/card-data.ts): a body with
+  // a `company` field has its names checked, not every value scanned. A \u escape can spell any
+  // digit or letter (no other JSON escape spells one, or a separator), so the raw text proves
+  // nothing once it holds one.
   const escaped = rawText.includes('\\u')
-  const cardNames = escaped || MAYBE_CARD_NAME.test(rawText)
-  const cardNumbers = escaped || MAYBE_CARD_NUMBER.test(rawText)
+  const cardNames = escaped || mayNameCardData(rawText)
+  const cardNumbers = escaped || mayHoldCardNumber(rawText)
   if (!secrets && !cardNames && !cardNumbers) return { body, logText: rawText, redacted: [] }
   const redacted: string[] = []
 
