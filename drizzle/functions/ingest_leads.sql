@@ -16,7 +16,8 @@
 -- write must not interleave. It still makes a source's delete wait for its writers
 -- (webhook_sources_wait_for_writers), and it is never contended at scale: the limit keeps any one
 -- source at one counted request a second.
--- History: drizzle/0001, 0003, 0005, 0006, 0007, 0009, 0011, 0013, 0015 (the outbox in the main statement).
+-- History: drizzle/0001, 0003, 0005, 0006, 0007, 0009, 0011, 0013, 0015 (the outbox in the main statement),
+-- 0018 (a lead event's lead in columns, not a built payload).
 -- The row type grew (remaining, reset_ms) with 0013: CREATE OR REPLACE cannot change it.
 DROP FUNCTION IF EXISTS ingest_leads(jsonb);
 --> statement-breakpoint
@@ -174,33 +175,30 @@ BEGIN
         OR e.event_types ? CASE WHEN m.existing_id IS NULL THEN 'lead.created' ELSE 'lead.updated' END)
       AND (e.source_ids = '[]'::jsonb OR e.source_ids ? m.source_id::text)
   ),
-  -- The payload is the lead as this transaction leaves it. A created lead is exactly the
-  -- submission's fields (created_at = updated_at = received_at; no other item of the group can touch
-  -- it, items sharing a dedup key fail the group); an updated one is the merge, from RETURNING.
+  -- The message keeps the lead as this transaction leaves it, in columns (drizzle/0018: its `data` is
+  -- rendered when read, webhook_message_payload()). A created lead is exactly the submission's fields
+  -- (created_at = updated_at = received_at; no other item of the group can touch it, items sharing
+  -- a dedup key fail the group); an updated one is the merge, from RETURNING. The source's name is
+  -- read here, in the lead's transaction.
   messages AS (
-    INSERT INTO webhook_messages (id, organization_id, event_type, payload, created_at)
+    INSERT INTO webhook_messages (id, organization_id, event_type, created_at, lead_id, lead_source_id,
+      lead_first_name, lead_last_name, lead_email, lead_phone_raw, lead_phone_e164, lead_status,
+      lead_custom_fields, lead_attribution, lead_created_at, lead_updated_at, source_id, source_name)
     SELECT m.log_id, m.organization_id,
-      CASE WHEN m.existing_id IS NULL THEN 'lead.created' ELSE 'lead.updated' END,
-      jsonb_build_object(
-        'lead', CASE WHEN m.existing_id IS NULL THEN jsonb_build_object(
-            'lead_id', m.new_lead_id, 'source_id', m.source_id, 'first_name', m.first_name,
-            'last_name', m.last_name, 'email', m.email, 'phone_raw', m.phone_raw,
-            'phone_e164', m.phone_e164, 'status', m.status, 'custom_fields', m.custom_fields,
-            'attribution', m.attribution, 'created_at', t.at, 'updated_at', t.at)
-          ELSE jsonb_build_object(
-            'lead_id', u.id, 'source_id', u.source_id, 'first_name', u.first_name, 'last_name', u.last_name,
-            'email', u.email, 'phone_raw', u.phone_raw, 'phone_e164', u.phone_e164, 'status', u.status,
-            'custom_fields', u.custom_fields, 'attribution', u.attribution,
-            'created_at', to_char(u.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
-            'updated_at', to_char(u.updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')) END,
-        'source', jsonb_build_object('id', m.source_id, 'name', src.name),
-        'delivery_log_id', m.log_id),
-      m.received_at
+      CASE WHEN m.existing_id IS NULL THEN 'lead.created' ELSE 'lead.updated' END, m.received_at,
+      COALESCE(u.id, m.new_lead_id), COALESCE(u.source_id, m.source_id),
+      CASE WHEN u.id IS NULL THEN m.first_name ELSE u.first_name END,
+      CASE WHEN u.id IS NULL THEN m.last_name ELSE u.last_name END,
+      CASE WHEN u.id IS NULL THEN m.email ELSE u.email END,
+      CASE WHEN u.id IS NULL THEN m.phone_raw ELSE u.phone_raw END,
+      CASE WHEN u.id IS NULL THEN m.phone_e164 ELSE u.phone_e164 END,
+      CASE WHEN u.id IS NULL THEN m.status ELSE u.status END,
+      CASE WHEN u.id IS NULL THEN m.custom_fields ELSE u.custom_fields END,
+      CASE WHEN u.id IS NULL THEN m.attribution ELSE u.attribution END,
+      COALESCE(u.created_at, m.received_at), COALESCE(u.updated_at, m.received_at), m.source_id, src.name
     FROM matched m
     LEFT JOIN updated u ON u.id = m.existing_id
     LEFT JOIN webhook_sources src ON src.id = m.source_id
-    CROSS JOIN LATERAL (
-      SELECT to_char(m.received_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS at) t
     WHERE v_webhook_events AND m.log_id IN (SELECT g.log_id FROM targets g)
   ),
   deliveries AS (

@@ -2,8 +2,9 @@ import { afterEach, beforeAll, describe, expect, test } from 'bun:test'
 import { and, eq } from 'drizzle-orm'
 import { Webhook } from 'standardwebhooks'
 import type { AppContext } from '../../src/context'
-import { webhookAttempts, webhookDeliveries, webhookEndpoints } from '../../src/db/schema'
+import { webhookAttempts, webhookDeliveries, webhookEndpoints, webhookMessages } from '../../src/db/schema'
 import { FakeClock } from '../../src/lib/clock'
+import { newId } from '../../src/lib/ids'
 import {
   IN_FLIGHT_PER_ENDPOINT,
   nextAttemptTime,
@@ -100,6 +101,61 @@ describe('webhook delivery: signed requests to a real receiver', () => {
     ])
     const record = await (await call(app, token, 'GET', `${BASE}/${endpoint.id}`)).json()
     expect(record.stats).toMatchObject({ pending: 0, succeeded: 1, failed: 0 })
+  })
+
+  // Messages written before drizzle/0018 kept a lead event's data in `payload`; they are sent and
+  // listed as stored, next to the ones rendered from their columns.
+  test('a lead event stored with its payload (before drizzle/0018) is sent and listed as stored', async () => {
+    const { app, ctx, services, organization, token, worker } = await setup()
+    const target = receiver()
+    const endpoint = await createWebhookEndpoint(services, organization.id, { url: target.url })
+    const messageId = newId()
+    const at = new Date(ctx.clock.now())
+    const sourceId = newId()
+    const stored = {
+      lead: {
+        lead_id: newId(),
+        source_id: sourceId,
+        first_name: 'Old',
+        last_name: null,
+        email: 'old@example.com',
+        phone_raw: null,
+        phone_e164: null,
+        status: 'new',
+        custom_fields: { note: 'ünïcode "quoted"' },
+        attribution: {},
+        created_at: at.toISOString(),
+        updated_at: at.toISOString(),
+      },
+      source: { id: sourceId, name: 'Old form' },
+      delivery_log_id: messageId,
+    }
+    await ctx.db.insert(webhookMessages).values({
+      id: messageId,
+      organizationId: organization.id,
+      eventType: 'lead.created',
+      payload: stored,
+      createdAt: at,
+    })
+    await ctx.db.insert(webhookDeliveries).values({
+      messageId,
+      endpointId: endpoint.id,
+      organizationId: organization.id,
+      eventType: 'lead.created',
+      nextAttemptAt: at,
+      createdAt: at,
+    })
+    await worker.deliverDue()
+    expect(target.received).toHaveLength(1)
+    const verified = new Webhook(endpoint.secret).verify(
+      target.received[0]!.body,
+      target.received[0]!.headers,
+    ) as Record<string, unknown>
+    expect(verified).toEqual({ type: 'lead.created', timestamp: at.toISOString(), data: stored })
+    const messages = await (await call(app, token, 'GET', `${BASE}/${endpoint.id}/messages`)).json()
+    expect(messages.data).toEqual([
+      expect.objectContaining({ id: messageId, status: 'succeeded', payload: verified }),
+    ])
   })
 
   test('ping: POST …/test queues one for this endpoint only, whatever its filter', async () => {

@@ -1,10 +1,11 @@
 import { beforeAll, describe, expect, test } from 'bun:test'
-import { asc, eq } from 'drizzle-orm'
+import { asc, eq, getTableColumns } from 'drizzle-orm'
 import type { AppContext } from '../../src/context'
 import { deliveryLogs, webhookDeliveries, webhookMessages } from '../../src/db/schema'
 import { FakeClock } from '../../src/lib/clock'
 import { ingestItem } from '../../src/modules/inbound/repository'
 import type { CreateEndpointBody } from '../../src/modules/webhook-endpoints/model'
+import { messageData } from '../../src/modules/webhook-endpoints/repository'
 import { createSignedInUser, createSource, createWebhookEndpoint } from '../helpers/factories'
 import { ingestConflictingGroup, leadWithEmail, requestFacts } from '../helpers/inbound'
 import { call, makeTestApp, request, testDatabase } from '../helpers/test-app'
@@ -35,12 +36,13 @@ async function setup(endpoints: Array<Partial<CreateEndpointBody> | 'other-sourc
       ),
     )
   }
-  return { app, ctx, services, clock, organization, token, source, apiKey, endpoints: created }
+  return { app, ctx, services, clock, organization, token, source, apiKey, other, endpoints: created }
 }
 
 async function outboxOf(ctx: AppContext, organizationId: string) {
+  // Each message with its data as the worker sends it (a lead event's is rendered from its columns).
   const messages = await ctx.db
-    .select()
+    .select({ ...getTableColumns(webhookMessages), payload: messageData })
     .from(webhookMessages)
     .where(eq(webhookMessages.organizationId, organizationId))
     .orderBy(asc(webhookMessages.id))
@@ -170,6 +172,39 @@ describe('webhook outbox: lead events written with the lead', () => {
         delivery_log_id: item.log_id,
       })
     }
+  })
+
+  // A lead event keeps its lead in columns (drizzle/0018) and its data is rendered when read: the
+  // lead's own source and the submitting one are two columns, and the source's name is the one its
+  // transaction read.
+  test('lead.updated through another source: the lead keeps its source, the event names the one that sent it', async () => {
+    const { app, ctx, organization, token, source, apiKey, other } = await setup()
+    const address = email()
+    const first = await (await post(app, apiKey, { email: address })).json()
+    const second = await (await post(app, other.apiKey, { email: address, first_name: 'Grace' })).json()
+    expect(second).toMatchObject({ status: 'updated', lead_id: first.lead_id })
+    const lead = await (await call(app, token, 'GET', `/api/v2/leads/${first.lead_id}`)).json()
+    expect(lead).toMatchObject({ source_id: source.id, first_name: 'Grace' })
+    const { messages } = await outboxOf(ctx, organization.id)
+    expect(messages[1]).toMatchObject({
+      eventType: 'lead.updated',
+      payload: {
+        lead,
+        source: { id: other.source.id, name: 'Other form' },
+        delivery_log_id: messages[1]!.id,
+      },
+    })
+  })
+
+  test('a source renamed after its lead was stored: the event keeps the name it had', async () => {
+    const { app, ctx, organization, token, source, apiKey } = await setup()
+    expect((await post(app, apiKey, { email: email() })).status).toBe(200)
+    const renamed = await call(app, token, 'PATCH', `/api/webhook/sources/${source.id}`, {
+      name: 'Renamed form',
+    })
+    expect(renamed.status).toBe(200)
+    const { messages } = await outboxOf(ctx, organization.id)
+    expect(messages[0]!.payload.source).toEqual({ id: source.id, name: 'Contact form' })
   })
 
   // [label, endpoints, deliveries expected, whether the worker is woken (an enabled endpoint exists)]

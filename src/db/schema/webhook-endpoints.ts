@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm'
 import {
   boolean,
+  check,
   foreignKey,
   index,
   integer,
@@ -53,6 +54,12 @@ export const webhookEndpoints = pgTable(
  * One event (`lead.created`, `ping`…) as it is sent: its id is the `webhook-id` of every attempt, so
  * receivers deduplicate on it. Written in the same transaction as what it describes; no foreign key
  * (it is written by ingest_leads() on the hot path, and outlives nothing it refers to).
+ *
+ * A lead event (`lead.created`, `lead.updated`) keeps the lead as its transaction left it in typed
+ * columns (`lead_*`, `source_id`, `source_name`), not as a built `payload`: its `data` is rendered from them when
+ * it is read (webhook_message_payload(), drizzle/functions), the same JSON the payload column held
+ * before drizzle/0018. The row is ~250 bytes instead of ~680, and the lead path neither builds nor
+ * writes the JSON (docs/webhooks.md "Cost on the lead path"). Every other event keeps `payload`.
  */
 export const webhookMessages = pgTable(
   'webhook_messages',
@@ -60,13 +67,34 @@ export const webhookMessages = pgTable(
     id: uuid('id').primaryKey(),
     organizationId: uuid('organization_id').notNull(),
     eventType: text('event_type').notNull(),
-    // The `data` of the body `{type, timestamp, data}`.
-    payload: jsonb('payload').$type<Record<string, unknown>>().notNull(),
+    // The `data` of the body `{type, timestamp, data}`; null for a lead event (its lead_* columns).
+    payload: jsonb('payload').$type<Record<string, unknown>>(),
     createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull(),
+    leadId: uuid('lead_id'),
+    leadSourceId: uuid('lead_source_id'),
+    leadFirstName: text('lead_first_name'),
+    leadLastName: text('lead_last_name'),
+    leadEmail: text('lead_email'),
+    leadPhoneRaw: text('lead_phone_raw'),
+    leadPhoneE164: text('lead_phone_e164'),
+    leadStatus: text('lead_status'),
+    leadCustomFields: jsonb('lead_custom_fields').$type<Record<string, unknown>>(),
+    leadAttribution: jsonb('lead_attribution').$type<Record<string, unknown>>(),
+    leadCreatedAt: timestamp('lead_created_at', { withTimezone: true, mode: 'date' }),
+    leadUpdatedAt: timestamp('lead_updated_at', { withTimezone: true, mode: 'date' }),
+    // The submission's source, which for a merge into an older lead can differ from the lead's.
+    sourceId: uuid('source_id'),
+    sourceName: text('source_name'),
   },
   // No index on organization_id (dropped in drizzle/0015): no query reads messages by organization
   // (listing goes through an endpoint's deliveries, retention by age), and ingest_leads() paid for it
   // on every lead event.
+  (table) => [
+    check(
+      'webhook_messages_payload_or_lead',
+      sql`${table.payload} is not null or ${table.leadId} is not null`,
+    ),
+  ],
 )
 
 /**

@@ -12,6 +12,12 @@ import {
 import { newId } from '../../lib/ids'
 import type { EventType, MessageStatus } from './model'
 
+/**
+ * A message's `data` as it is sent. A lead event keeps its lead in columns (drizzle/0018), rendered
+ * by webhook_message_payload() (drizzle/functions); every other event is its stored payload.
+ */
+export const messageData = sql<Record<string, unknown>>`webhook_message_payload(${webhookMessages})`
+
 export type EndpointRow = typeof webhookEndpoints.$inferSelect
 export type NewEndpointRow = typeof webhookEndpoints.$inferInsert
 export type EndpointChanges = Partial<
@@ -189,7 +195,7 @@ export class WebhookEndpointsRepository {
         attemptCount: webhookDeliveries.attemptCount,
         nextAttemptAt: webhookDeliveries.nextAttemptAt,
         createdAt: webhookDeliveries.createdAt,
-        payload: webhookMessages.payload,
+        payload: messageData,
       })
       .from(webhookDeliveries)
       .innerJoin(webhookMessages, eq(webhookMessages.id, webhookDeliveries.messageId))
@@ -507,7 +513,7 @@ set next_attempt_at = ${leaseUntil}::timestamptz, claim_token = ${o.token}::uuid
 from chosen c, webhook_messages m
 where d.ctid = c.row_id and d.endpoint_id = c.endpoint_id and d.message_id = c.message_id and m.id = d.message_id
 returning d.endpoint_id, c.version as endpoint_version, d.message_id, d.organization_id, d.event_type,
-  d.attempt_count, m.payload::text as payload_json, m.created_at as message_created_at`
+  d.attempt_count, webhook_message_payload(m)::text as payload_json, m.created_at as message_created_at`
 }
 
 // The deliveries' new state, their attempts, and each endpoint's failure streak (started by its
