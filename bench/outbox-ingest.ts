@@ -19,7 +19,7 @@ import { freshDatabase, log, medianBy, ROOT, round } from './support'
  *   no endpoint     current function, organization without endpoints
  *   one endpoint    current function, organization with one endpoint subscribed to lead.created
  *                   (every lead also writes a message and a delivery)
- *   lean outbox     with BENCH_LEAN=1 only, see LEAN below
+ *   <name>, one endpoint   with BENCH_CANDIDATES only, see CANDIDATES below
  *
  * Besides leads/s (noisy on a shared machine), each run records the CPU time the database's
  * backends spent per lead (/proc/<pid>/stat), and the load average at its start and end.
@@ -36,17 +36,24 @@ const GROUP = Number(process.env.BENCH_GROUP ?? 16)
 // 30 a minute each), so every variant writes every lead.
 const SOURCES = 40_000
 
-// BENCH_LEAN=1 adds `lean outbox`: a prototype, not a shipped design. The current function with its
-// outbox statement replaced by one narrow insert per item (bench_lead_events(log_id), heap + primary
-// key), what an outbox that leaves the fan-out (messages, deliveries, payload) to the worker would
-// cost the lead path at least. Driven with the organization that has the endpoint.
-const LEAN = process.env.BENCH_LEAN === '1'
-type Variant = 'before' | 'no endpoint' | 'one endpoint' | 'lean outbox'
+// BENCH_CANDIDATES=name=path[,name=path…]: a variant per file, each a definition of
+// `ingest_leads(` (as drizzle/functions/ingest_leads.sql spells it) created beside the current one as
+// `ingest_leads_<name>` and driven with the organization that has the endpoint: a change to the
+// function's outbox measured against the current one in the same rounds and database.
+const CANDIDATES = (process.env.BENCH_CANDIDATES ?? '')
+  .split(',')
+  .filter(Boolean)
+  .map((pair) => {
+    const [name, path] = pair.split('=')
+    if (!name || !path || !/^[a-z0-9_]+$/.test(name)) throw new Error(`BENCH_CANDIDATES: name=path, got ${pair}`)
+    return { name, path }
+  })
+type Variant = string
 const VARIANTS: Variant[] = [
   'before',
   'no endpoint',
   'one endpoint',
-  ...(LEAN ? (['lean outbox'] as const) : []),
+  ...CANDIDATES.map((candidate) => `${candidate.name}, one endpoint`),
 ]
 
 const url = await freshDatabase(process.env.BENCH_DATABASE ?? 'lead_capture_bench_outbox')
@@ -59,18 +66,11 @@ const sql = postgres(url, { max: CLIENTS, onnotice: () => {}, prepare: true })
 const migration = readFileSync(join(ROOT, 'drizzle/0009_hot_tables_without_foreign_keys.sql'), 'utf8')
 const before = migration.slice(migration.indexOf('CREATE OR REPLACE FUNCTION ingest_leads'))
 await sql.unsafe(before.replace('FUNCTION ingest_leads(', 'FUNCTION ingest_leads_before('))
-if (LEAN) {
-  const current = readFileSync(join(ROOT, 'drizzle/functions/ingest_leads.sql'), 'utf8')
-  const body = current.slice(current.indexOf('CREATE FUNCTION ingest_leads('))
-  const outbox = body.indexOf('  IF NOT v_webhook_events THEN')
-  const lean = `${body.slice(0, outbox)}  IF NOT v_webhook_events THEN
-    RETURN;
-  END IF;
-  INSERT INTO bench_lead_events (log_id) SELECT (e->>'log_id')::uuid FROM jsonb_array_elements(p_items) e;
-END;
-$$;`
-  await sql.unsafe('create table bench_lead_events (log_id uuid primary key)')
-  await sql.unsafe(lean.replace('FUNCTION ingest_leads(', 'FUNCTION ingest_leads_lean('))
+for (const candidate of CANDIDATES) {
+  const text = readFileSync(candidate.path, 'utf8')
+  const definition = text.slice(text.indexOf('CREATE FUNCTION ingest_leads('))
+  if (!definition) throw new Error(`${candidate.path}: no CREATE FUNCTION ingest_leads(`)
+  await sql.unsafe(definition.replace('FUNCTION ingest_leads(', `FUNCTION ingest_leads_${candidate.name}(`))
 }
 
 /**
@@ -149,13 +149,15 @@ const FUNCTION_OF: Record<Variant, string> = {
   before: 'ingest_leads_before',
   'no endpoint': 'ingest_leads',
   'one endpoint': 'ingest_leads',
-  'lean outbox': 'ingest_leads_lean',
+  ...Object.fromEntries(
+    CANDIDATES.map((candidate) => [`${candidate.name}, one endpoint`, `ingest_leads_${candidate.name}`]),
+  ),
 }
 
 /** Leads/s, and PostgreSQL CPU µs per lead (this database's backends). */
 async function drive(variant: Variant): Promise<{ leadsPerSecond: number; cpuUsPerLead: number }> {
   const statement = `select * from ${FUNCTION_OF[variant]}($1::jsonb)`
-  const organization = variant === 'one endpoint' || variant === 'lean outbox' ? subscribed : plain
+  const organization = variant === 'before' || variant === 'no endpoint' ? plain : subscribed
   const ticksBefore = await backendTicks()
   const deadline = performance.now() + SECONDS * 1000
   let leads = 0
@@ -217,7 +219,12 @@ const result = {
     noEndpointVsBefore: round(median('no endpoint') / median('before'), 3),
     oneEndpointVsBefore: round(median('one endpoint') / median('before'), 3),
     oneEndpointVsNoEndpoint: round(median('one endpoint') / median('no endpoint'), 3),
-    ...(LEAN ? { leanOutboxVsNoEndpoint: round(median('lean outbox') / median('no endpoint'), 3) } : {}),
+    ...Object.fromEntries(
+      CANDIDATES.map((candidate) => [
+        `${candidate.name}VsOneEndpoint`,
+        round(median(`${candidate.name}, one endpoint`) / median('one endpoint'), 3),
+      ]),
+    ),
   },
 }
 writeFileSync(join(ROOT, 'bench/results/outbox-ingest.json'), `${JSON.stringify(result, null, 2)}\n`)
