@@ -154,6 +154,18 @@ export function generateWebhookSecret(): string {
   return WEBHOOK_SECRET_PREFIX + randomBytes(WEBHOOK_SECRET_BYTES).toString('base64')
 }
 
+/**
+ * Whether text can hold a secret of any kind above: one of the prefixes written as it is, or an
+ * escape (`%`, `\`) that could spell one. Text with none needs no masking (a cheap first look, built
+ * from the prefixes so a new kind is looked for too).
+ */
+const MAYBE_SECRET = new RegExp(
+  [...Object.values(SECRET_PREFIXES), WEBHOOK_SECRET_PREFIX, '\\\\', '%'].join('|'),
+)
+export function mayHoldSecret(text: string): boolean {
+  return MAYBE_SECRET.test(text)
+}
+
 /** `whsec_AbCd…`: what logs and lists may show of a signing secret. */
 export function maskWebhookSecret(secret: string): string {
   return `${secret.slice(0, WEBHOOK_SECRET_PREFIX.length + 4)}…`

@@ -1,6 +1,12 @@
 import { describe, expect, test } from 'bun:test'
 import fc from 'fast-check'
 import { luhnValid, REDACTED_CARD_NUMBER, REMOVED_CARD_FIELD } from '../../src/lib/card-data'
+import {
+  generateSecret,
+  generateWebhookSecret,
+  SECRET_PREFIXES,
+  type SecretKind,
+} from '../../src/lib/secrets'
 import { scrubBody } from '../../src/modules/inbound/redact'
 
 /**
@@ -49,6 +55,7 @@ const stringArb = fc.oneof(
     '+49 151 2345678901',
     'flwh_AbCdEfGhIjKlMnOpQrStUv',
     'token fl_sess_ZZZZyyyyXXXXwwww1234',
+    'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',
     '2026-01-01T09:30:00Z',
   ),
   fc.string({ maxLength: 12 }),
@@ -110,6 +117,29 @@ describe('scrubBody: the raw text looks skip nothing a rule would catch', () => 
       { numRuns: 3000 },
     )
   })
+
+  // Every kind of secret the service issues, generated as it issues them: a new kind is covered here
+  // without editing the test (the look is built from the same prefixes).
+  const everySecret: Array<[string, string, string]> = [
+    ...(Object.entries(SECRET_PREFIXES) as Array<[SecretKind, string]>).map(
+      ([kind, prefix]): [string, string, string] => [kind, prefix, generateSecret(kind)],
+    ),
+    ['webhook signing secret', 'whsec_', generateWebhookSecret()],
+  ]
+  for (const [kind, prefix, secret] of everySecret) {
+    test(`a ${kind} in a value and in a name, nothing else to look at: masked in the lead and the log`, () => {
+      const body = { note: `here: ${secret}`, [secret]: 'x' }
+      const raw = JSON.stringify(body)
+      const scrubbed = scrubBody(body, raw, isPhone)
+      expect(scrubbed.logText).not.toContain(secret)
+      expect(JSON.stringify(scrubbed.body)).not.toContain(secret)
+      // The masked form keeps the prefix and the first four characters after it, then an ellipsis.
+      const shown = `${prefix}${secret.slice(prefix.length, prefix.length + 4)}…`
+      expect(scrubbed.body.note).toStartWith(`here: ${shown}`)
+      expect(Object.keys(scrubbed.body)[1]).toStartWith(shown)
+      expect(scrubbed.redacted).toEqual([])
+    })
+  }
 
   test('a body with a card-ish name but no digits: the name rule still drops card fields, values untouched', () => {
     const body = { company: 'Acme', cc_number: 'x', notes: 'ring after 5' }

@@ -7,11 +7,11 @@ import {
   REMOVED_CARD_FIELD,
   redactCardNumbers,
 } from '../../lib/card-data'
-import { maskSecretsInText } from '../../lib/secrets'
+import { maskSecretsInText, mayHoldSecret } from '../../lib/secrets'
 
 /**
  * What an inbound request leaves in the database, cleaned before it is stored (not when read):
- * credentials (`flwh_`, `fl_pat_`, `fl_sess_`) masked, card-named fields dropped, card numbers
+ * credentials (`flwh_`, `fl_pat_`, `fl_sess_`, `whsec_`) masked, card-named fields dropped, card numbers
  * redacted (lib/card-data.ts). The parsed body is cleaned value by value, after JSON unescaping,
  * so `"\u0066l_pat_…"` is caught like `"fl_pat_…"`; the delivery log then keeps the cleaned body
  * serialised again. A body that is not a JSON object is cleaned as text.
@@ -25,8 +25,6 @@ export interface ScrubbedBody {
   redacted: string[]
 }
 
-// A body with none of these cannot hold a credential, however it is escaped.
-const MAYBE_SECRET = /fl_pat_|fl_sess_|flwh_|\\|%/
 /**
  * Values nested deeper than this are not walked: they are replaced by TOO_DEEP in the lead and the
  * log, so nothing unchecked is stored and re-serialising the log body stays shallow (JSON.stringify
@@ -50,7 +48,8 @@ export function scrubBody(
   rawText: string,
   isPhoneField: (name: string) => boolean,
 ): ScrubbedBody {
-  const secrets = MAYBE_SECRET.test(rawText)
+  // A body with no secret prefix and no escape cannot hold a credential, however it is escaped.
+  const secrets = mayHoldSecret(rawText)
   // Each card rule is applied only when the raw text can trigger it (lib/card-data.ts): a body with
   // a `company` field has its names checked, not every value scanned. A \u escape can spell any
   // digit or letter (no other JSON escape spells one, or a separator), so the raw text proves
