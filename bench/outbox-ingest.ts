@@ -45,7 +45,8 @@ const CANDIDATES = (process.env.BENCH_CANDIDATES ?? '')
   .filter(Boolean)
   .map((pair) => {
     const [name, path] = pair.split('=')
-    if (!name || !path || !/^[a-z0-9_]+$/.test(name)) throw new Error(`BENCH_CANDIDATES: name=path, got ${pair}`)
+    if (!name || !path || !/^[a-z0-9_]+$/.test(name))
+      throw new Error(`BENCH_CANDIDATES: name=path, got ${pair}`)
     return { name, path }
   })
 type Variant = string
@@ -205,8 +206,8 @@ for (let round_ = 0; round_ < ROUNDS; round_++) {
 await sql.end()
 await probe.end()
 
-const median = (variant: Variant) => medianBy(rounds, (figures) => figures[variant])[variant]
-const medianCpu = (variant: Variant) => medianBy(cpuRounds, (figures) => figures[variant])[variant]
+const median = (variant: Variant) => medianBy(rounds, (figures) => figures[variant]!)[variant]!
+const medianCpu = (variant: Variant) => medianBy(cpuRounds, (figures) => figures[variant]!)[variant]!
 const result = {
   method: { seconds: SECONDS, rounds: ROUNDS, clients: CLIENTS, group: GROUP, sources: SOURCES },
   date: new Date().toISOString(),
