@@ -38,6 +38,10 @@ export const EnvSchema = Type.Object({
   }),
   // The rate limiter's Redis client: ioredis or Bun's built-in RedisClient (same script, same breaker).
   REDIS_DRIVER: Type.Union([Type.Literal('ioredis'), Type.Literal('bun')], { default: 'ioredis' }),
+  // Every key this deployment writes in Redis starts with it: two deployments sharing one Redis
+  // (staging and production, two tenants of a managed Redis) must set different ones, or they share
+  // every limit's counts. The default is what all keys were named before the setting existed.
+  REDIS_KEY_PREFIX: Type.String({ pattern: '^[A-Za-z0-9:._-]{1,64}$', default: 'rl:' }),
   SHUTDOWN_TIMEOUT_MS: Type.Integer({ minimum: 0, maximum: 600_000, default: 10_000 }),
   SHUTDOWN_DELAY_MS: Type.Integer({ minimum: 0, maximum: 600_000, default: 5_000 }),
   // 32 bytes, base64: encrypts webhook signing secrets at rest (unset: a key kept in DATA_DIR).
@@ -74,6 +78,8 @@ export interface Config {
   /** The client of the hot statements; `bun-sql` splits DATABASE_POOL_SIZE between two pools (src/db/client.ts). */
   databaseDriver: 'postgres-js' | 'bun-sql'
   redisDriver: 'ioredis' | 'bun'
+  /** Start of every Redis key (REDIS_KEY_PREFIX). */
+  redisKeyPrefix: string
   shutdownTimeoutMs: number
   /** After SIGTERM: /readyz answers 503 and everything else is still served for this long. */
   shutdownDelayMs: number
@@ -159,6 +165,7 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
     ingestGroupsInFlight: Math.min(env.INGEST_GROUPS_IN_FLIGHT ?? 1, env.DATABASE_POOL_SIZE),
     databaseDriver: env.DATABASE_DRIVER,
     redisDriver: env.REDIS_DRIVER,
+    redisKeyPrefix: env.REDIS_KEY_PREFIX,
     shutdownTimeoutMs: env.SHUTDOWN_TIMEOUT_MS,
     shutdownDelayMs: env.SHUTDOWN_DELAY_MS,
     webhookSecretsKey: env.WEBHOOK_SECRETS_KEY,

@@ -59,7 +59,7 @@ export interface ContextOverrides {
   limiter?: RateLimiter
   /** Use an in-memory PGlite instead of DATA_DIR when no DATABASE_URL is set. */
   inMemoryDatabase?: boolean
-  /** Prefix of the Redis rate-limit keys (tests isolate themselves with their own). */
+  /** Prefix of the Redis rate-limit keys instead of REDIS_KEY_PREFIX (tests isolate themselves with their own). */
   rateLimitKeyPrefix?: string
 }
 
@@ -85,13 +85,9 @@ export async function createContext(config: Config, overrides: ContextOverrides 
     redis = connection.ioredis
     // Start-up waits briefly so the first requests use the shared limiter, but never fails on Redis.
     await connection.waitReady(1000)
-    limiter = new RedisRateLimiter(connection, new MemoryRateLimiter(), logger, overrides.rateLimitKeyPrefix)
-    platformCap = new SharedPlatformCap(
-      connection,
-      platformRule({ config }),
-      logger,
-      overrides.rateLimitKeyPrefix,
-    )
+    const keyPrefix = overrides.rateLimitKeyPrefix ?? config.redisKeyPrefix
+    limiter = new RedisRateLimiter(connection, new MemoryRateLimiter(), logger, keyPrefix)
+    platformCap = new SharedPlatformCap(connection, platformRule({ config }), logger, keyPrefix)
     closers.push(() => connection.close())
   } else limiter = new MemoryRateLimiter()
   closers.push(() => limiter.close())

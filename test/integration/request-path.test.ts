@@ -235,6 +235,34 @@ describe('anonymous and unmatched requests: bounded per client IP, bounded keys'
     }
   })
 
+  // Two deployments on one Redis (staging and production) must not share their limits' counts:
+  // REDIS_KEY_PREFIX starts every key. Replicas of one deployment share them (with Redis).
+  test('REDIS_KEY_PREFIX: another prefix keeps its own counts, replicas with the same one share them', async () => {
+    const run = crypto.randomUUID().slice(0, 8)
+    const deployment = async (prefix: string) =>
+      makeTestApp({ env: { REDIS_KEY_PREFIX: prefix }, rateLimitKeyPrefix: undefined })
+    const staging = await deployment(`staging-${run}:`)
+    const production = await deployment(`production-${run}:`)
+    const productionReplica = await deployment(`production-${run}:`)
+    const ip = `198.51.100.${Math.floor(Math.random() * 250) + 1}`
+    const get = (app: typeof staging.app) =>
+      app.handle(request('GET', `/api/missing-${run}`, { headers: { 'x-forwarded-for': ip } }))
+    for (let index = 0; index < 100; index++) expect((await get(staging.app)).status).toBe(404)
+    expect((await get(staging.app)).status).toBe(429)
+
+    const first = await get(production.app)
+    expect(first.status).toBe(404)
+    expect(first.headers.get('x-ratelimit-remaining')).toBe('99')
+    const second = await get(productionReplica.app)
+    expect(second.status).toBe(404)
+    // One bucket across a deployment's replicas with Redis; without it each replica counts alone.
+    expect(second.headers.get('x-ratelimit-remaining')).toBe(staging.ctx.redis ? '98' : '99')
+    if (staging.ctx.redis) {
+      expect((await staging.ctx.redis.keys(`staging-${run}:*`)).length).toBeGreaterThan(0)
+      expect((await staging.ctx.redis.keys(`production-${run}:*`)).length).toBeGreaterThan(0)
+    }
+  })
+
   test('a signed-in user sending distinct unmatched paths is bounded too (one unmatched bucket)', async () => {
     const { app, token } = await makeSignedInApp()
     const statuses: number[] = []

@@ -60,6 +60,18 @@ describe('config', () => {
     }
   })
 
+  test('REDIS_KEY_PREFIX: rl: unless set; letters, digits and :._- up to 64 characters', () => {
+    expect(loadConfig({}).redisKeyPrefix).toBe('rl:')
+    // Empty is unset, as for every variable.
+    expect(loadConfig({ REDIS_KEY_PREFIX: '' }).redisKeyPrefix).toBe('rl:')
+    for (const prefix of ['staging:rl:', 'tenant-42.', 'a', 'x'.repeat(64)]) {
+      expect(loadConfig({ REDIS_KEY_PREFIX: prefix }).redisKeyPrefix).toBe(prefix)
+    }
+    for (const prefix of ['has space', 'new\nline', 'star*', 'x'.repeat(65), 'brace{}']) {
+      expect(() => loadConfig({ REDIS_KEY_PREFIX: prefix })).toThrow(/REDIS_KEY_PREFIX/)
+    }
+  })
+
   test('every bad variable is named, not only the first', () => {
     let caught: unknown
     try {
