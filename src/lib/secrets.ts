@@ -98,16 +98,24 @@ export function secretHints(value: string): { first4: string; last4: string } {
 
 /** Every secret spells an underscore: as it is, percent-encoded (`%5F`) or `\u`-escaped. */
 const SECRET_MARK = /[_%\\]/
-const ANY_SECRET = /(flwh_|fl_pat_|fl_sess_)([0-9A-Za-z]{4})[0-9A-Za-z]{4,}([0-9A-Za-z]{4})/g
-const WEBHOOK_SECRET_IN_TEXT = /whsec_([A-Za-z0-9+/]{4})[A-Za-z0-9+/]{4,}={0,2}/g
+/**
+ * Every secret the service issues, as text: a key (`flwh_`, `fl_pat_`, `fl_sess_` + base62; masked to
+ * its prefix, first and last four) or a webhook signing secret (`whsec_` + base64; masked to its
+ * prefix and first four, as maskWebhookSecret shows it).
+ */
+const ANY_SECRET =
+  /(flwh_|fl_pat_|fl_sess_)([0-9A-Za-z]{4})[0-9A-Za-z]{4,}([0-9A-Za-z]{4})|whsec_([A-Za-z0-9+/]{4})[A-Za-z0-9+/]{4,}={0,2}/g
+const maskOf = (match: ReadonlyArray<string | undefined>): string =>
+  match[1] === undefined ? `whsec_${match[4]}…` : `${match[1]}${match[2]}…${match[3]}`
 
 /**
  * A run of characters that may spell a secret once decoded: secret characters written as they
- * are, percent-encoded (`%42`, or double-encoded `%2542`) or as JSON / JavaScript `\uXXXX`
- * escapes. `flwh_%42Fd…` in a path and `"\u0066l_pat_…"` in a body are as usable as the plain key.
+ * are (base64's `+/=` included), percent-encoded (`%42`, or double-encoded `%2542`) or as JSON /
+ * JavaScript `\uXXXX` escapes. `flwh_%42Fd…` in a path and `"\u0066l_pat_…"` in a body are as usable
+ * as the plain key.
  */
-const ENCODED_RUN = /(?:[0-9A-Za-z_]|%(?:25)*[0-9A-Fa-f]{2}|\\u[0-9A-Fa-f]{4})+/g
-const ENCODED_UNIT = /[0-9A-Za-z_]|%(?:25)*([0-9A-Fa-f]{2})|\\u([0-9A-Fa-f]{4})/g
+const ENCODED_RUN = /(?:[0-9A-Za-z_+/=]|%(?:25)*[0-9A-Fa-f]{2}|\\u[0-9A-Fa-f]{4})+/g
+const ENCODED_UNIT = /[0-9A-Za-z_+/=]|%(?:25)*([0-9A-Fa-f]{2})|\\u([0-9A-Fa-f]{4})/g
 
 /**
  * Masks every secret-looking token in free text (paths, log lines, stored request facts), also when
@@ -118,7 +126,7 @@ const ENCODED_UNIT = /[0-9A-Za-z_]|%(?:25)*([0-9A-Fa-f]{2})|\\u([0-9A-Fa-f]{4})/
 export function maskSecretsInText(text: string): string {
   // Text with none of SECRET_MARK's characters (a request id, most values) skips the patterns.
   if (!SECRET_MARK.test(text)) return text
-  const plain = text.replace(ANY_SECRET, '$1$2…$3').replace(WEBHOOK_SECRET_IN_TEXT, 'whsec_$1…')
+  const plain = text.replace(ANY_SECRET, (...match: string[]) => maskOf(match))
   if (!plain.includes('%') && !plain.includes('\\u')) return plain
   return plain.replace(ENCODED_RUN, maskEncodedRun)
 }
@@ -136,7 +144,7 @@ function maskEncodedRun(run: string): string {
   let out = ''
   let at = 0
   for (const match of decoded.matchAll(ANY_SECRET)) {
-    out += units.slice(at, match.index).join('') + `${match[1]}${match[2]}…${match[3]}`
+    out += units.slice(at, match.index).join('') + maskOf(match)
     at = match.index + match[0].length
   }
   return at === 0 ? run : out + units.slice(at).join('')

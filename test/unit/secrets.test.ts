@@ -106,20 +106,35 @@ describe('maskSecretsInText: every encoding of every character (issue 15 items 7
     return char
   }
 
-  test('a secret with any mix of plain, %XX, %25XX and \\uXXXX characters, in any text, is masked', () => {
+  // Every kind the service issues: the keys (masked to prefix, first and last four) and the webhook
+  // signing secrets (base64, `+/=` included; masked to prefix and first four).
+  const issued: Array<{ kind: string; make: () => string; hidden: (secret: string) => string }> = [
+    ...KINDS.map((kind) => ({
+      kind,
+      make: () => generateSecret(kind),
+      hidden: (secret: string) => secret.slice(SECRET_PREFIXES[kind].length + 4, -4),
+    })),
+    {
+      kind: 'webhook',
+      make: generateWebhookSecret,
+      hidden: (secret: string) => secret.slice('whsec_'.length + 4),
+    },
+  ]
+
+  test('a secret of any kind with any mix of plain, %XX, %25XX and \\uXXXX characters, in any text, is masked', () => {
     fc.assert(
       fc.property(
-        fc.constantFrom(...KINDS),
+        fc.constantFrom(...issued),
         fc.array(fc.integer({ min: 0, max: 4 }), { minLength: 50, maxLength: 50 }),
         fc.string({ maxLength: 20 }),
         fc.string({ maxLength: 20 }),
         (kind, hows, before, after) => {
-          const secret = generateSecret(kind)
+          const secret = kind.make()
           const encoded = [...secret].map((char, index) => encodeChar(char, hows[index]!)).join('')
           // A secret character on either side would make the secret longer, not hidden.
           const text = `${before} ${encoded} ${after}`
           const masked = maskSecretsInText(text)
-          const hidden = secret.slice(SECRET_PREFIXES[kind].length + 4, -4)
+          const hidden = kind.hidden(secret)
           const decoded = masked
             .replace(/%(?:25)*([0-9A-Fa-f]{2})/g, (_, code) => String.fromCharCode(Number.parseInt(code, 16)))
             .replace(/\\u([0-9A-Fa-f]{4})/g, (_, code) => String.fromCharCode(Number.parseInt(code, 16)))
