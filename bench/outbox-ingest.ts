@@ -22,7 +22,9 @@ import { freshDatabase, log, medianBy, ROOT, round } from './support'
  *   <name>, one endpoint   with BENCH_CANDIDATES only, see CANDIDATES below
  *
  * Besides leads/s (noisy on a shared machine), each run records the CPU time the database's
- * backends spent per lead (/proc/<pid>/stat), and the load average at its start and end.
+ * backends spent per lead (/proc/<pid>/stat), the WAL the server wrote per lead (pg_stat_wal and
+ * the WAL position: the whole server's, so nothing else should run), and the load average at its
+ * start and end.
  *
  * Rounds rotate the order of the variants (so none always runs on a warmer or more bloated table);
  * every round is kept, the figure is the median round's leads/s per variant.
@@ -155,10 +157,29 @@ const FUNCTION_OF: Record<Variant, string> = {
   ),
 }
 
-/** Leads/s, and PostgreSQL CPU µs per lead (this database's backends). */
-async function drive(variant: Variant): Promise<{ leadsPerSecond: number; cpuUsPerLead: number }> {
+/**
+ * The server's WAL position and full-page images so far (pg_stat_wal, PostgreSQL 14+): what a
+ * variant makes each lead write, which unlike its CPU does not move with the machine's load. Both
+ * count the whole server: nothing else should write meanwhile.
+ */
+async function walSoFar(): Promise<{ lsn: string; fpi: number }> {
+  const [row] = await probe<{ lsn: string; fpi: string }[]>`
+    select pg_current_wal_lsn()::text as lsn, (select wal_fpi from pg_stat_wal)::text as fpi`
+  return { lsn: row!.lsn, fpi: Number(row!.fpi) }
+}
+
+interface Driven {
+  leadsPerSecond: number
+  cpuUsPerLead: number
+  walBytesPerLead: number
+  fullPagesPer1000Leads: number
+}
+
+/** Leads/s, PostgreSQL CPU µs per lead (this database's backends), WAL written per lead. */
+async function drive(variant: Variant): Promise<Driven> {
   const statement = `select * from ${FUNCTION_OF[variant]}($1::jsonb)`
   const organization = variant === 'before' || variant === 'no endpoint' ? plain : subscribed
+  const walBefore = await walSoFar()
   const ticksBefore = await backendTicks()
   const deadline = performance.now() + SECONDS * 1000
   let leads = 0
@@ -171,9 +192,14 @@ async function drive(variant: Variant): Promise<{ leadsPerSecond: number; cpuUsP
     }),
   )
   const ticks = (await backendTicks()) - ticksBefore
+  const walAfter = await walSoFar()
+  const [wal] = await probe<{ bytes: string }[]>`
+    select pg_wal_lsn_diff(${walAfter.lsn}::pg_lsn, ${walBefore.lsn}::pg_lsn)::text as bytes`
   return {
     leadsPerSecond: leads / SECONDS,
     cpuUsPerLead: (ticks / CLOCK_TICKS_PER_SECOND / leads) * 1e6,
+    walBytesPerLead: Number(wal!.bytes) / leads,
+    fullPagesPer1000Leads: ((walAfter.fpi - walBefore.fpi) / leads) * 1000,
   }
 }
 
@@ -188,26 +214,32 @@ for (const variant of VARIANTS) await drive(variant)
 await sql`analyze`
 const rounds: Array<Record<Variant, number>> = []
 const cpuRounds: Array<Record<Variant, number>> = []
+const walRounds: Array<Record<Variant, number>> = []
 for (let round_ = 0; round_ < ROUNDS; round_++) {
   const figures = {} as Record<Variant, number>
   const cpu = {} as Record<Variant, number>
+  const wal = {} as Record<Variant, number>
   const order = VARIANTS.map((_, index) => VARIANTS[(index + round_) % VARIANTS.length]!)
   for (const variant of order) {
     const measured = await drive(variant)
     figures[variant] = round(measured.leadsPerSecond, 0)
     cpu[variant] = round(measured.cpuUsPerLead, 1)
+    wal[variant] = round(measured.walBytesPerLead, 0)
     log(
-      `round ${round_ + 1}: ${variant}: ${figures[variant]} leads/s, ${cpu[variant]} µs PostgreSQL CPU per lead`,
+      `round ${round_ + 1}: ${variant}: ${figures[variant]} leads/s, ${cpu[variant]} µs PostgreSQL CPU per lead, ` +
+        `${wal[variant]} WAL bytes per lead (${round(measured.fullPagesPer1000Leads, 1)} full pages per 1,000)`,
     )
   }
   rounds.push(figures)
   cpuRounds.push(cpu)
+  walRounds.push(wal)
 }
 await sql.end()
 await probe.end()
 
 const median = (variant: Variant) => medianBy(rounds, (figures) => figures[variant]!)[variant]!
 const medianCpu = (variant: Variant) => medianBy(cpuRounds, (figures) => figures[variant]!)[variant]!
+const medianWal = (variant: Variant) => medianBy(walRounds, (figures) => figures[variant]!)[variant]!
 const result = {
   method: { seconds: SECONDS, rounds: ROUNDS, clients: CLIENTS, group: GROUP, sources: SOURCES },
   date: new Date().toISOString(),
@@ -216,6 +248,8 @@ const result = {
   cpuUsPerLeadRounds: cpuRounds,
   median: Object.fromEntries(VARIANTS.map((variant) => [variant, median(variant)])),
   medianCpuUsPerLead: Object.fromEntries(VARIANTS.map((variant) => [variant, medianCpu(variant)])),
+  walBytesPerLeadRounds: walRounds,
+  medianWalBytesPerLead: Object.fromEntries(VARIANTS.map((variant) => [variant, medianWal(variant)])),
   ratio: {
     noEndpointVsBefore: round(median('no endpoint') / median('before'), 3),
     oneEndpointVsBefore: round(median('one endpoint') / median('before'), 3),
