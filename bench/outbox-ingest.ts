@@ -1,4 +1,4 @@
-import { readFileSync, writeFileSync } from 'node:fs'
+import { accessSync, constants, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import postgres from 'postgres'
 import { loadConfig } from '../src/config'
@@ -23,8 +23,9 @@ import { freshDatabase, log, medianBy, ROOT, round } from './support'
  *
  * Besides leads/s (noisy on a shared machine), each run records the CPU time the database's
  * backends spent per lead (/proc/<pid>/stat), the WAL the server wrote per lead (pg_stat_wal and
- * the WAL position: the whole server's, so nothing else should run), and the load average at its
- * start and end.
+ * the WAL position: the whole server's, so nothing else should run; with pg_waldump at hand also
+ * the records' bytes without full-page images, which do not depend on when the last checkpoint
+ * was), and the load average at its start and end.
  *
  * Rounds rotate the order of the variants (so none always runs on a warmer or more bloated table);
  * every round is kept, the figure is the median round's leads/s per variant.
@@ -168,10 +169,50 @@ async function walSoFar(): Promise<{ lsn: string; fpi: number }> {
   return { lsn: row!.lsn, fpi: Number(row!.fpi) }
 }
 
+/**
+ * The WAL records' own bytes between two positions, without the full-page images (which depend on
+ * when the last checkpoint was, not on the variant): `pg_waldump --stats` over the server's pg_wal,
+ * when PostgreSQL runs on this host and its files are readable (as root on the bench machine);
+ * null otherwise, and then only the totals above are reported.
+ */
+const [server] = await probe<{ dir: string; version: string }[]>`
+  select current_setting('data_directory') as dir, current_setting('server_version_num') as version`
+const WAL_DIR = join(server!.dir, 'pg_wal')
+const WALDUMP = `/usr/lib/postgresql/${Math.floor(Number(server!.version) / 10000)}/bin/pg_waldump`
+const canDumpWal = (() => {
+  try {
+    accessSync(WALDUMP, constants.X_OK)
+    accessSync(WAL_DIR, constants.R_OK)
+    return true
+  } catch {
+    return false
+  }
+})()
+log(canDumpWal ? `WAL records measured with ${WALDUMP}` : 'pg_waldump or pg_wal not at hand: WAL totals only')
+function walRecordBytes(start: string, end: string): number | null {
+  if (!canDumpWal) return null
+  const dump = Bun.spawnSync([WALDUMP, '--stats=rmgr', '-p', WAL_DIR, '-s', start, '-e', end])
+  const total = dump.stdout
+    .toString()
+    .split('\n')
+    .find((line) => line.startsWith('Total'))
+  if (dump.exitCode !== 0 || !total) return null
+  // "Total  N  record-bytes [pct]  fpi-bytes [pct]  combined [pct]"
+  const numbers = total
+    .replace(/\(.*?\)|\[.*?\]/g, '')
+    .trim()
+    .split(/\s+/)
+    .slice(1)
+    .map(Number)
+  return numbers[1] ?? null
+}
+
 interface Driven {
   leadsPerSecond: number
   cpuUsPerLead: number
   walBytesPerLead: number
+  /** Without full-page images (null without pg_waldump). */
+  walRecordBytesPerLead: number | null
   fullPagesPer1000Leads: number
 }
 
@@ -195,10 +236,12 @@ async function drive(variant: Variant): Promise<Driven> {
   const walAfter = await walSoFar()
   const [wal] = await probe<{ bytes: string }[]>`
     select pg_wal_lsn_diff(${walAfter.lsn}::pg_lsn, ${walBefore.lsn}::pg_lsn)::text as bytes`
+  const recordBytes = walRecordBytes(walBefore.lsn, walAfter.lsn)
   return {
     leadsPerSecond: leads / SECONDS,
     cpuUsPerLead: (ticks / CLOCK_TICKS_PER_SECOND / leads) * 1e6,
     walBytesPerLead: Number(wal!.bytes) / leads,
+    walRecordBytesPerLead: recordBytes === null ? null : recordBytes / leads,
     fullPagesPer1000Leads: ((walAfter.fpi - walBefore.fpi) / leads) * 1000,
   }
 }
@@ -215,24 +258,30 @@ await sql`analyze`
 const rounds: Array<Record<Variant, number>> = []
 const cpuRounds: Array<Record<Variant, number>> = []
 const walRounds: Array<Record<Variant, number>> = []
+const walRecordRounds: Array<Record<Variant, number | null>> = []
 for (let round_ = 0; round_ < ROUNDS; round_++) {
   const figures = {} as Record<Variant, number>
   const cpu = {} as Record<Variant, number>
   const wal = {} as Record<Variant, number>
+  const walRecords = {} as Record<Variant, number | null>
   const order = VARIANTS.map((_, index) => VARIANTS[(index + round_) % VARIANTS.length]!)
   for (const variant of order) {
     const measured = await drive(variant)
     figures[variant] = round(measured.leadsPerSecond, 0)
     cpu[variant] = round(measured.cpuUsPerLead, 1)
     wal[variant] = round(measured.walBytesPerLead, 0)
+    walRecords[variant] =
+      measured.walRecordBytesPerLead === null ? null : round(measured.walRecordBytesPerLead, 0)
     log(
       `round ${round_ + 1}: ${variant}: ${figures[variant]} leads/s, ${cpu[variant]} µs PostgreSQL CPU per lead, ` +
-        `${wal[variant]} WAL bytes per lead (${round(measured.fullPagesPer1000Leads, 1)} full pages per 1,000)`,
+        `${wal[variant]} WAL bytes per lead (${walRecords[variant] ?? '?'} without full pages; ` +
+        `${round(measured.fullPagesPer1000Leads, 1)} full pages per 1,000)`,
     )
   }
   rounds.push(figures)
   cpuRounds.push(cpu)
   walRounds.push(wal)
+  walRecordRounds.push(walRecords)
 }
 await sql.end()
 await probe.end()
@@ -249,6 +298,7 @@ const result = {
   median: Object.fromEntries(VARIANTS.map((variant) => [variant, median(variant)])),
   medianCpuUsPerLead: Object.fromEntries(VARIANTS.map((variant) => [variant, medianCpu(variant)])),
   walBytesPerLeadRounds: walRounds,
+  walRecordBytesPerLeadRounds: walRecordRounds,
   medianWalBytesPerLead: Object.fromEntries(VARIANTS.map((variant) => [variant, medianWal(variant)])),
   ratio: {
     noEndpointVsBefore: round(median('no endpoint') / median('before'), 3),
