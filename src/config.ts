@@ -9,6 +9,9 @@ import { parseCidr } from './lib/ip'
 const Plan = Type.Union([Type.Literal('free'), Type.Literal('pro'), Type.Literal('enterprise')])
 const LogLevel = Type.Union(['debug', 'info', 'warn', 'error', 'silent'].map((level) => Type.Literal(level)))
 
+// A webhook secrets key: 32 bytes in base64 (`openssl rand -base64 32`).
+const SECRETS_KEY_PATTERN = '^[A-Za-z0-9+/]{43}=$'
+
 export const EnvSchema = Type.Object({
   PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 3000 }),
   HOST: Type.String({ minLength: 1, default: '0.0.0.0' }),
@@ -45,7 +48,9 @@ export const EnvSchema = Type.Object({
   SHUTDOWN_TIMEOUT_MS: Type.Integer({ minimum: 0, maximum: 600_000, default: 10_000 }),
   SHUTDOWN_DELAY_MS: Type.Integer({ minimum: 0, maximum: 600_000, default: 5_000 }),
   // 32 bytes, base64: encrypts webhook signing secrets at rest (unset: a key kept in DATA_DIR).
-  WEBHOOK_SECRETS_KEY: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9+/]{43}=$' })),
+  WEBHOOK_SECRETS_KEY: Type.Optional(Type.String({ pattern: SECRETS_KEY_PATTERN })),
+  // Earlier keys, comma-separated: secrets sealed with them still open (key rotation, docs/webhooks.md).
+  WEBHOOK_SECRETS_PREVIOUS_KEYS: Type.String({ default: '' }),
   OUTBOUND_ALLOW_PRIVATE_NETWORKS: Type.Boolean({ default: false }),
   WEBHOOK_TIMEOUT_MS: Type.Integer({ minimum: 100, maximum: 60_000, default: 15_000 }),
   // Logs every periodic job run and every event-loop stall with its cause (bench/stall-timeline.ts).
@@ -85,6 +90,8 @@ export interface Config {
   shutdownDelayMs: number
   /** Base64 key that encrypts webhook signing secrets; undefined: one is made and kept in DATA_DIR. */
   webhookSecretsKey: string | undefined
+  /** Keys that sealed secrets before WEBHOOK_SECRETS_KEY: still opened, never used to seal. */
+  webhookSecretsPreviousKeys: string[]
   /** Lets outbound webhooks reach private addresses and plain http (tests, on-premise installs). */
   outboundAllowPrivateNetworks: boolean
   /** An outbound webhook attempt fails when the receiver has not answered within this time. */
@@ -142,6 +149,14 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
   for (const entry of trustProxy) {
     if (!parseCidr(entry)) problems.push(`TRUST_PROXY: "${entry}" is not an IP address or CIDR range`)
   }
+  const previousSecretsKeys = String(withDefaults.WEBHOOK_SECRETS_PREVIOUS_KEYS ?? '')
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter(Boolean)
+  for (const [index, key] of previousSecretsKeys.entries()) {
+    if (!new RegExp(SECRETS_KEY_PATTERN).test(key))
+      problems.push(`WEBHOOK_SECRETS_PREVIOUS_KEYS: key ${index + 1} is not 32 bytes in base64`)
+  }
   if (withDefaults.DATABASE_DRIVER === 'bun-sql' && withDefaults.DATABASE_POOL_SIZE === 1)
     problems.push('DATABASE_DRIVER: bun-sql needs DATABASE_POOL_SIZE of 2 or more (the pool is split in two)')
   if (problems.length > 0) throw new ConfigError(uniqueByVariable(problems))
@@ -169,6 +184,7 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
     shutdownTimeoutMs: env.SHUTDOWN_TIMEOUT_MS,
     shutdownDelayMs: env.SHUTDOWN_DELAY_MS,
     webhookSecretsKey: env.WEBHOOK_SECRETS_KEY,
+    webhookSecretsPreviousKeys: previousSecretsKeys,
     outboundAllowPrivateNetworks: env.OUTBOUND_ALLOW_PRIVATE_NETWORKS,
     webhookTimeoutMs: env.WEBHOOK_TIMEOUT_MS,
     diagnoseStalls: env.DIAGNOSE_STALLS,

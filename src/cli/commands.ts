@@ -2,6 +2,7 @@ import type { AppContext } from '../context'
 import { orgsCreateCommand, orgsSetPlanCommand } from './orgs'
 import { sourcesCreateCommand } from './sources'
 import { usersCreateCommand } from './users'
+import { webhooksResealCommand } from './webhooks'
 
 /** Where a command writes: stdout carries only the result (so scripts can pipe it), stderr the rest. */
 export interface CommandIo {
@@ -31,4 +32,5 @@ export const commands: CliCommand[] = [
   orgsSetPlanCommand,
   usersCreateCommand,
   sourcesCreateCommand,
+  webhooksResealCommand,
 ]

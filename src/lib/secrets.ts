@@ -188,18 +188,26 @@ export const SECRETS_KEY_FILE = 'webhook-secrets.key'
  * Authenticated encryption (AES-256-GCM) of secrets that must be read back. Sealed text is
  * `v1.<iv>.<ciphertext>.<tag>` (base64url): a database dump holds only that, and a row copied to
  * another organization's column still decrypts, so ownership is checked by the queries, not here.
+ *
+ * Key rotation: the box seals with its current key and opens with any of its keys (the current,
+ * then the previous ones: GCM's tag tells a wrong key), so after a new key is configured with the
+ * old ones as previous, every secret still opens; `reseal` re-encrypts one with the current key
+ * (`bun run cli webhooks reseal` does it for every endpoint), after which the old keys can go.
  */
 export class SecretBox {
-  private readonly key: Buffer
+  private readonly keys: Buffer[]
 
-  constructor(keyBase64: string) {
-    this.key = Buffer.from(keyBase64, 'base64')
-    if (this.key.length !== 32) throw new Error('the secrets key must be 32 bytes, base64-encoded')
+  constructor(keyBase64: string, previousKeysBase64: readonly string[] = []) {
+    this.keys = [keyBase64, ...previousKeysBase64].map((text) => {
+      const key = Buffer.from(text, 'base64')
+      if (key.length !== 32) throw new Error('the secrets key must be 32 bytes, base64-encoded')
+      return key
+    })
   }
 
   seal(plain: string): string {
     const iv = randomBytes(IV_BYTES)
-    const cipher = createCipheriv(CIPHER, this.key, iv)
+    const cipher = createCipheriv(CIPHER, this.keys[0]!, iv)
     const body = Buffer.concat([cipher.update(plain, 'utf8'), cipher.final()])
     return [SEALED_VERSION, iv, body, cipher.getAuthTag()]
       .map((part) => (typeof part === 'string' ? part : part.toString('base64url')))
@@ -207,13 +215,33 @@ export class SecretBox {
   }
 
   open(sealed: string): string {
+    return this.unseal(sealed).plain
+  }
+
+  /** The secret sealed again with the current key, or null when it already is. */
+  reseal(sealed: string): string | null {
+    const { plain, keyIndex } = this.unseal(sealed)
+    return keyIndex === 0 ? null : this.seal(plain)
+  }
+
+  private unseal(sealed: string): { plain: string; keyIndex: number } {
     const [version, iv, body, tag] = sealed.split('.')
     if (version !== SEALED_VERSION || !iv || body === undefined || !tag) {
       throw new Error('not a sealed secret')
     }
-    const decipher = createDecipheriv(CIPHER, this.key, Buffer.from(iv, 'base64url'))
-    decipher.setAuthTag(Buffer.from(tag, 'base64url'))
-    return Buffer.concat([decipher.update(Buffer.from(body, 'base64url')), decipher.final()]).toString('utf8')
+    for (const [keyIndex, key] of this.keys.entries()) {
+      const decipher = createDecipheriv(CIPHER, key, Buffer.from(iv, 'base64url'))
+      decipher.setAuthTag(Buffer.from(tag, 'base64url'))
+      try {
+        const plain = Buffer.concat([decipher.update(Buffer.from(body, 'base64url')), decipher.final()])
+        return { plain: plain.toString('utf8'), keyIndex }
+      } catch {
+        // Not this key (or tampered): the next one.
+      }
+    }
+    throw new Error(
+      'a sealed secret opens with none of the configured keys (WEBHOOK_SECRETS_KEY, WEBHOOK_SECRETS_PREVIOUS_KEYS)',
+    )
   }
 }
 
@@ -221,11 +249,17 @@ export class SecretBox {
  * The configured key, else the one kept in `DATA_DIR/webhook-secrets.key` (made on first use, mode
  * 0600). Replicas on one PostgreSQL must share a key: set WEBHOOK_SECRETS_KEY for them.
  */
-export function openSecretBox(config: { webhookSecretsKey: string | undefined; dataDir: string }): {
+export function openSecretBox(config: {
+  webhookSecretsKey: string | undefined
+  webhookSecretsPreviousKeys?: readonly string[]
+  dataDir: string
+}): {
   box: SecretBox
   source: 'config' | 'data_dir'
 } {
-  if (config.webhookSecretsKey) return { box: new SecretBox(config.webhookSecretsKey), source: 'config' }
+  const previous = config.webhookSecretsPreviousKeys ?? []
+  if (config.webhookSecretsKey)
+    return { box: new SecretBox(config.webhookSecretsKey, previous), source: 'config' }
   const path = join(config.dataDir, SECRETS_KEY_FILE)
   if (!existsSync(path)) {
     mkdirSync(config.dataDir, { recursive: true })
@@ -237,5 +271,5 @@ export function openSecretBox(config: { webhookSecretsKey: string | undefined; d
     }
   }
   chmodSync(path, 0o600)
-  return { box: new SecretBox(readFileSync(path, 'utf8').trim()), source: 'data_dir' }
+  return { box: new SecretBox(readFileSync(path, 'utf8').trim(), previous), source: 'data_dir' }
 }

@@ -1,10 +1,13 @@
 import { afterEach, beforeAll, describe, expect, test } from 'bun:test'
+import { randomBytes } from 'node:crypto'
 import { and, eq } from 'drizzle-orm'
 import { Webhook } from 'standardwebhooks'
+import { runCli } from '../../src/cli/index'
 import type { AppContext } from '../../src/context'
 import { webhookAttempts, webhookDeliveries, webhookEndpoints, webhookMessages } from '../../src/db/schema'
 import { FakeClock } from '../../src/lib/clock'
 import { newId } from '../../src/lib/ids'
+import { SecretBox } from '../../src/lib/secrets'
 import {
   IN_FLIGHT_PER_ENDPOINT,
   nextAttemptTime,
@@ -476,6 +479,113 @@ describe('webhook delivery: rotation, replay, recover', () => {
     expect(pings.next_cursor).toEqual(expect.any(String))
   })
 })
+
+// Rotating WEBHOOK_SECRETS_KEY (docs/webhooks.md "Key handling"): replicas restarted with a new key
+// and the old one in WEBHOOK_SECRETS_PREVIOUS_KEYS keep signing with every endpoint's secret; the
+// reseal command seals them again with the new key, after which the old key can go.
+describe('webhook delivery: rotating WEBHOOK_SECRETS_KEY', () => {
+  const OLD_KEY = randomBytes(32).toString('base64')
+  const NEW_KEY = randomBytes(32).toString('base64')
+
+  test('old key as previous: still signed with the same secret; reseal; then the new key alone', async () => {
+    const before = await setup({ env: { WEBHOOK_SECRETS_KEY: OLD_KEY } })
+    const target = receiver()
+    const endpoint = await createWebhookEndpoint(before.services, before.organization.id, { url: target.url })
+    // A rotation of the endpoint's own secret too, so a previous secret is sealed with the old key.
+    const rotated = await (
+      await call(before.app, before.token, 'POST', `${BASE}/${endpoint.id}/rotate-secret`)
+    ).json()
+    const sealedBefore = await sealedSecretsOf(before.ctx, endpoint.id)
+    expect(new SecretBox(OLD_KEY).open(sealedBefore.current)).toBe(rotated.secret)
+    expect(new SecretBox(OLD_KEY).open(sealedBefore.previous!)).toBe(endpoint.secret)
+
+    // Replicas restarted with the new key: without the old one as previous, nothing opens.
+    expect(() => new SecretBox(NEW_KEY).open(sealedBefore.current)).toThrow(/WEBHOOK_SECRETS_PREVIOUS_KEYS/)
+    const during = await setup({
+      env: {
+        WEBHOOK_SECRETS_KEY: NEW_KEY,
+        WEBHOOK_SECRETS_PREVIOUS_KEYS: `${randomBytes(32).toString('base64')},${OLD_KEY}`,
+      },
+    })
+    expect((await call(during.app, before.token, 'POST', `${BASE}/${endpoint.id}/test`)).status).toBe(202)
+    await during.worker.deliverDue()
+    expect(target.received).toHaveLength(1)
+    // Signed with both secrets (the rotation's 24 hours), each as it was before the key changed.
+    expect(signedWith(rotated.secret, target.received[0]!)).toBe(true)
+    expect(signedWith(endpoint.secret, target.received[0]!)).toBe(true)
+
+    // One organization's endpoints (the test database holds other tests' too, sealed with the test key).
+    const organization = ['--organization', before.organization.id]
+    const resealed = await cli(during.ctx, 'webhooks', 'reseal', ...organization)
+    expect(resealed).toEqual({
+      code: 0,
+      stdout: `${JSON.stringify({ endpoints: 1, resealed: 1, changed_meanwhile: 0, unreadable: [] })}\n`,
+      stderr: '',
+    })
+    const sealedAfter = await sealedSecretsOf(during.ctx, endpoint.id)
+    expect(new SecretBox(NEW_KEY).open(sealedAfter.current)).toBe(rotated.secret)
+    expect(new SecretBox(NEW_KEY).open(sealedAfter.previous!)).toBe(endpoint.secret)
+    expect(() => new SecretBox(OLD_KEY).open(sealedAfter.current)).toThrow()
+    // Again: nothing left to reseal.
+    expect(JSON.parse((await cli(during.ctx, 'webhooks', 'reseal', ...organization)).stdout)).toEqual({
+      endpoints: 1,
+      resealed: 0,
+      changed_meanwhile: 0,
+      unreadable: [],
+    })
+    // A replica that lacks the key a secret was sealed with: the endpoint is named, the exit code 1.
+    const lacking = await setup({ env: { WEBHOOK_SECRETS_KEY: OLD_KEY } })
+    const refused = await cli(lacking.ctx, 'webhooks', 'reseal', ...organization)
+    expect(refused.code).toBe(1)
+    expect(JSON.parse(refused.stdout)).toEqual({
+      endpoints: 1,
+      resealed: 0,
+      changed_meanwhile: 0,
+      unreadable: [endpoint.id],
+    })
+    expect(refused.stderr).toContain('opens with none of the configured keys')
+
+    // The old key removed: a replica with the new key alone still signs.
+    const after = await setup({ env: { WEBHOOK_SECRETS_KEY: NEW_KEY } })
+    expect((await call(after.app, before.token, 'POST', `${BASE}/${endpoint.id}/test`)).status).toBe(202)
+    await after.worker.deliverDue()
+    expect(target.received).toHaveLength(2)
+    expect(signedWith(rotated.secret, target.received[1]!)).toBe(true)
+    const [row] = await after.ctx.db
+      .select({ updatedAt: webhookEndpoints.updatedAt })
+      .from(webhookEndpoints)
+      .where(eq(webhookEndpoints.id, endpoint.id))
+    // The reseal changed nothing an API user sees.
+    expect(row!.updatedAt.toISOString()).toBe(rotated.updated_at)
+  })
+})
+
+async function sealedSecretsOf(ctx: AppContext, endpointId: string) {
+  const [row] = await ctx.db
+    .select({
+      current: webhookEndpoints.secretCiphertext,
+      previous: webhookEndpoints.previousSecretCiphertext,
+    })
+    .from(webhookEndpoints)
+    .where(eq(webhookEndpoints.id, endpointId))
+  return row!
+}
+
+async function cli(ctx: AppContext, ...argv: string[]) {
+  const out = { stdout: '', stderr: '' }
+  const code = await runCli(argv, {
+    ctx,
+    io: {
+      stdout: (text) => {
+        out.stdout += text
+      },
+      stderr: (text) => {
+        out.stderr += text
+      },
+    },
+  })
+  return { code, ...out }
+}
 
 describe('webhook delivery: what the worker keeps between deliveries', () => {
   const changes = [

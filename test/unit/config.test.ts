@@ -72,6 +72,17 @@ describe('config', () => {
     }
   })
 
+  test('WEBHOOK_SECRETS_PREVIOUS_KEYS: a comma-separated list of keys, each checked', () => {
+    const key = (fill: string) => `${fill.repeat(43)}=`
+    expect(loadConfig({}).webhookSecretsPreviousKeys).toEqual([])
+    expect(
+      loadConfig({ WEBHOOK_SECRETS_PREVIOUS_KEYS: ` ${key('A')}, ${key('B')} ,` }).webhookSecretsPreviousKeys,
+    ).toEqual([key('A'), key('B')])
+    expect(() => loadConfig({ WEBHOOK_SECRETS_PREVIOUS_KEYS: `${key('A')},short` })).toThrow(
+      /WEBHOOK_SECRETS_PREVIOUS_KEYS: key 2 is not 32 bytes in base64/,
+    )
+  })
+
   test('every bad variable is named, not only the first', () => {
     let caught: unknown
     try {

@@ -184,6 +184,25 @@ describe('webhook signing secrets', () => {
     expect(() => new SecretBox(randomBytes(16).toString('base64'))).toThrow()
   })
 
+  test('key rotation: seals with the current key, opens with any, reseals only what an old key sealed', () => {
+    const [oldKey, newKey, otherKey] = [0, 1, 2].map(() => randomBytes(32).toString('base64'))
+    const sealedOld = new SecretBox(oldKey!).seal('whsec_old')
+    const box = new SecretBox(newKey!, [otherKey!, oldKey!])
+    expect(box.open(sealedOld)).toBe('whsec_old')
+    const sealedNew = box.seal('whsec_new')
+    expect(new SecretBox(newKey!).open(sealedNew)).toBe('whsec_new')
+    expect(() => new SecretBox(oldKey!).open(sealedNew)).toThrow(/none of the configured keys/)
+    const resealed = box.reseal(sealedOld)
+    expect(resealed).not.toBeNull()
+    expect(new SecretBox(newKey!).open(resealed!)).toBe('whsec_old')
+    expect(box.reseal(sealedNew)).toBeNull()
+    // Tampered text opens with no key; a key of the wrong length is refused at once.
+    const [version, iv, body, tag] = sealedOld.split('.')
+    const flipped = `${version}.${iv}.${body!.startsWith('A') ? `B${body!.slice(1)}` : `A${body!.slice(1)}`}.${tag}`
+    expect(() => box.open(flipped)).toThrow(/none of the configured keys/)
+    expect(() => new SecretBox(newKey!, [randomBytes(16).toString('base64')])).toThrow(/32 bytes/)
+  })
+
   test('without WEBHOOK_SECRETS_KEY a key is made once in DATA_DIR (mode 0600) and kept', () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'secrets-key-'))
     try {

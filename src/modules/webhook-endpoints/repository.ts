@@ -10,6 +10,7 @@ import {
   webhookSources,
 } from '../../db/schema'
 import { newId } from '../../lib/ids'
+import type { SecretBox } from '../../lib/secrets'
 import type { EventType, MessageStatus } from './model'
 
 /**
@@ -141,6 +142,58 @@ export class WebhookEndpointsRepository {
       .where(and(eq(webhookEndpoints.organizationId, organizationId), eq(webhookEndpoints.id, id)))
       .returning()
     return row ?? null
+  }
+
+  /**
+   * Every endpoint's secrets (current and previous; one organization's with `organizationId`) sealed
+   * again with the box's current key, for a rotation of WEBHOOK_SECRETS_KEY (docs/webhooks.md). Row
+   * by row, each write only if the row still holds what was read (a rotation meanwhile seals with the
+   * current key anyway, and is counted as changed). A secret that opens with none of the keys is left
+   * as it is and its endpoint listed: the others are still resealed. `updated_at` is left alone:
+   * nothing an API user sees changes.
+   */
+  async resealSecrets(
+    box: SecretBox,
+    organizationId?: string,
+  ): Promise<{ endpoints: number; resealed: number; changedMeanwhile: number; unreadable: string[] }> {
+    const rows = await this.ctx.db
+      .select({
+        id: webhookEndpoints.id,
+        secret: webhookEndpoints.secretCiphertext,
+        previous: webhookEndpoints.previousSecretCiphertext,
+      })
+      .from(webhookEndpoints)
+      .where(organizationId ? eq(webhookEndpoints.organizationId, organizationId) : undefined)
+      .orderBy(webhookEndpoints.id)
+    let resealed = 0
+    let changedMeanwhile = 0
+    const unreadable: string[] = []
+    for (const row of rows) {
+      let secret: string | null
+      let previous: string | null
+      try {
+        secret = box.reseal(row.secret)
+        previous = row.previous === null ? null : box.reseal(row.previous)
+      } catch {
+        unreadable.push(row.id)
+        continue
+      }
+      if (secret === null && previous === null) continue
+      const written = await this.ctx.db
+        .update(webhookEndpoints)
+        .set({ secretCiphertext: secret ?? row.secret, previousSecretCiphertext: previous ?? row.previous })
+        .where(
+          and(
+            eq(webhookEndpoints.id, row.id),
+            eq(webhookEndpoints.secretCiphertext, row.secret),
+            sql`${webhookEndpoints.previousSecretCiphertext} is not distinct from ${row.previous}`,
+          ),
+        )
+        .returning({ id: webhookEndpoints.id })
+      if (written.length > 0) resealed++
+      else changedMeanwhile++
+    }
+    return { endpoints: rows.length, resealed, changedMeanwhile, unreadable }
   }
 
   async delete(organizationId: string, id: string): Promise<boolean> {
