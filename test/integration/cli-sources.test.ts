@@ -1,11 +1,11 @@
 import { beforeAll, describe, expect, test } from 'bun:test'
 import { asc, eq } from 'drizzle-orm'
-import type { CommandIo } from '../../src/cli/commands'
 import { runCli } from '../../src/cli/index'
 import { sourcesCreate } from '../../src/cli/sources'
 import { webhookSources } from '../../src/db/schema'
 import { digestSecret, isWellFormedSecret } from '../../src/lib/secrets'
 import { buildServices } from '../../src/services'
+import { captureIo } from '../helpers/cli'
 import { createOrganization } from '../helpers/factories'
 import { makeTestContext, testDatabase } from '../helpers/test-app'
 
@@ -13,19 +13,6 @@ import { makeTestContext, testDatabase } from '../helpers/test-app'
 beforeAll(async () => {
   await testDatabase()
 }, 60_000)
-
-function captureIo() {
-  const out = { stdout: '', stderr: '' }
-  const io: CommandIo = {
-    stdout: (text) => {
-      out.stdout += text
-    },
-    stderr: (text) => {
-      out.stderr += text
-    },
-  }
-  return { io, out }
-}
 
 const URL_PREFIX = 'http://lead-capture.test/api/webhook/lead/'
 

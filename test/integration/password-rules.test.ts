@@ -1,8 +1,8 @@
 import { beforeAll, describe, expect, test } from 'bun:test'
 import { eq } from 'drizzle-orm'
-import { runCli } from '../../src/cli/index'
 import type { AppContext } from '../../src/context'
 import { organizations, users } from '../../src/db/schema'
+import { cliInProcess } from '../helpers/cli'
 import { expectError } from '../helpers/common-route-tests'
 import { createOrganization, createSignedInUser } from '../helpers/factories'
 import { makeTestApp, request, testDatabase } from '../helpers/test-app'
@@ -45,21 +45,7 @@ const ACCEPTED: Array<[string, string]> = [
 
 const email = () => `pw-${Bun.randomUUIDv7()}@example.com`
 
-async function cli(ctx: AppContext, ...argv: string[]) {
-  const out = { stdout: '', stderr: '' }
-  const code = await runCli(argv, {
-    ctx,
-    io: {
-      stdout: (text) => {
-        out.stdout += text
-      },
-      stderr: (text) => {
-        out.stderr += text
-      },
-    },
-  })
-  return { code, ...out }
-}
+const cli = cliInProcess
 
 /** Every way to choose a password: answers `null` when accepted, else the refusal's text. */
 const PATHS: Array<{

@@ -2,7 +2,6 @@ import { afterEach, beforeAll, describe, expect, test } from 'bun:test'
 import { randomBytes } from 'node:crypto'
 import { and, eq } from 'drizzle-orm'
 import { Webhook } from 'standardwebhooks'
-import { runCli } from '../../src/cli/index'
 import type { AppContext } from '../../src/context'
 import { webhookAttempts, webhookDeliveries, webhookEndpoints, webhookMessages } from '../../src/db/schema'
 import { FakeClock } from '../../src/lib/clock'
@@ -14,6 +13,7 @@ import {
   parseRetryAfter,
   RETRY_SCHEDULE_MS,
 } from '../../src/modules/webhook-endpoints/worker'
+import { cliInProcess } from '../helpers/cli'
 import { createSignedInUser, createSource, createWebhookEndpoint } from '../helpers/factories'
 import { call, makeTestApp, request, testDatabase } from '../helpers/test-app'
 import { signedWith, startReceiver } from '../helpers/webhook-receiver'
@@ -516,7 +516,7 @@ describe('webhook delivery: rotating WEBHOOK_SECRETS_KEY', () => {
 
     // One organization's endpoints (the test database holds other tests' too, sealed with the test key).
     const organization = ['--organization', before.organization.id]
-    const resealed = await cli(during.ctx, 'webhooks', 'reseal', ...organization)
+    const resealed = await cliInProcess(during.ctx, 'webhooks', 'reseal', ...organization)
     expect(resealed).toEqual({
       code: 0,
       stdout: `${JSON.stringify({ endpoints: 1, resealed: 1, changed_meanwhile: 0, unreadable: [] })}\n`,
@@ -527,7 +527,9 @@ describe('webhook delivery: rotating WEBHOOK_SECRETS_KEY', () => {
     expect(new SecretBox(NEW_KEY).open(sealedAfter.previous!)).toBe(endpoint.secret)
     expect(() => new SecretBox(OLD_KEY).open(sealedAfter.current)).toThrow()
     // Again: nothing left to reseal.
-    expect(JSON.parse((await cli(during.ctx, 'webhooks', 'reseal', ...organization)).stdout)).toEqual({
+    expect(
+      JSON.parse((await cliInProcess(during.ctx, 'webhooks', 'reseal', ...organization)).stdout),
+    ).toEqual({
       endpoints: 1,
       resealed: 0,
       changed_meanwhile: 0,
@@ -535,7 +537,7 @@ describe('webhook delivery: rotating WEBHOOK_SECRETS_KEY', () => {
     })
     // A replica that lacks the key a secret was sealed with: the endpoint is named, the exit code 1.
     const lacking = await setup({ env: { WEBHOOK_SECRETS_KEY: OLD_KEY } })
-    const refused = await cli(lacking.ctx, 'webhooks', 'reseal', ...organization)
+    const refused = await cliInProcess(lacking.ctx, 'webhooks', 'reseal', ...organization)
     expect(refused.code).toBe(1)
     expect(JSON.parse(refused.stdout)).toEqual({
       endpoints: 1,
@@ -569,22 +571,6 @@ async function sealedSecretsOf(ctx: AppContext, endpointId: string) {
     .from(webhookEndpoints)
     .where(eq(webhookEndpoints.id, endpointId))
   return row!
-}
-
-async function cli(ctx: AppContext, ...argv: string[]) {
-  const out = { stdout: '', stderr: '' }
-  const code = await runCli(argv, {
-    ctx,
-    io: {
-      stdout: (text) => {
-        out.stdout += text
-      },
-      stderr: (text) => {
-        out.stderr += text
-      },
-    },
-  })
-  return { code, ...out }
 }
 
 describe('webhook delivery: what the worker keeps between deliveries', () => {
