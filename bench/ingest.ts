@@ -52,6 +52,8 @@ export { checkoutBaseline, runTag }
  *                                  is drained: the drain time and exactly-once check are recorded
  *   --replicas N                   every contender as N processes on one port (SO_REUSEPORT)
  *   --quick                        one level, one round, short runs: a check, not a measurement
+ * And in the environment: BENCH_ORDER=mirror (even rounds in reverse order instead of rotated) and
+ * BENCH_CHECKPOINT_BETWEEN=1 (a CHECKPOINT before every run), for a server that drifts over a run.
  */
 const { values: cli } = parseArgs({
   // Under `bun test` (which sets NODE_ENV=test) the arguments are the test runner's: the unit tests
@@ -245,8 +247,24 @@ export async function addKeySet(database: BenchDatabase, name: string): Promise<
   return { ...database, keysFile }
 }
 
-/** The contenders in the order of round `round` (1-based): rotated, so none always runs later. */
-export function roundOrder<T>(contenders: readonly T[], round: number): T[] {
+/**
+ * BENCH_ORDER: `rotate` (the default: round r starts with the r-th contender) or `mirror` (odd rounds
+ * in the given order, even rounds reversed: A B C D, D C B A…), which on a server that slows over a
+ * run gives every pair of contenders both positions in every two rounds (use an even BENCH_ROUNDS).
+ */
+const ORDER = (process.env.BENCH_ORDER ?? 'rotate') as 'rotate' | 'mirror'
+if (ORDER !== 'rotate' && ORDER !== 'mirror') throw new Error(`BENCH_ORDER: rotate or mirror, not ${ORDER}`)
+// BENCH_CHECKPOINT_BETWEEN=1: a CHECKPOINT before each contender's run, so none starts with the
+// dirty buffers and the WAL of the one before it (an endpoint's drain writes for minutes).
+const CHECKPOINT_BETWEEN = process.env.BENCH_CHECKPOINT_BETWEEN === '1'
+
+/** The contenders in the order of round `round` (1-based): rotated or mirrored (BENCH_ORDER). */
+export function roundOrder<T>(
+  contenders: readonly T[],
+  round: number,
+  order: 'rotate' | 'mirror' = ORDER,
+): T[] {
+  if (order === 'mirror') return round % 2 === 1 ? [...contenders] : [...contenders].reverse()
   return contenders.map((_, index) => contenders[(index + round - 1) % contenders.length]!)
 }
 
@@ -524,6 +542,10 @@ export async function runIngestBenchmark(
       for (const contender of order) {
         const isService = contender.kind === 'service'
         const database = contender.database ?? { databaseUrl, keysFile }
+        if (CHECKPOINT_BETWEEN) {
+          await connection(databaseUrl)`checkpoint`
+          log(`checkpoint before ${contender.name}`)
+        }
         if (isService) await plan.beforeService?.(contender)
         const leadsBefore = isService ? await leadCount(database.databaseUrl) : 0
         const startedAt = isService ? await databaseNow(database.databaseUrl) : null

@@ -46,6 +46,16 @@ describe('bench:ingest key sets', () => {
     ])
   })
 
+  test('rounds mirrored (BENCH_ORDER=mirror): every pair of contenders in both orders every two rounds', () => {
+    const names = ['a', 'b', 'c', 'd']
+    expect([1, 2, 3, 4].map((round) => roundOrder(names, round, 'mirror').join(''))).toEqual([
+      'abcd',
+      'dcba',
+      'abcd',
+      'dcba',
+    ])
+  })
+
   test('on one shared key set, two services run back to back (what exhausted the keys)', () => {
     const shared = [...services(2), ...handlers]
     expect(fewestRunsBetweenKeyReuse(shared, 3, SHARED)).toBe(0)
