@@ -142,17 +142,11 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
     const name = error.path.replace(/^\//, '')
     problems.push(`${name}: ${error.message} (got ${JSON.stringify(environment[name])})`)
   }
-  const trustProxy = String(withDefaults.TRUST_PROXY ?? '')
-    .split(',')
-    .map((entry) => entry.trim())
-    .filter(Boolean)
+  const trustProxy = commaSeparated(withDefaults.TRUST_PROXY)
   for (const entry of trustProxy) {
     if (!parseCidr(entry)) problems.push(`TRUST_PROXY: "${entry}" is not an IP address or CIDR range`)
   }
-  const previousSecretsKeys = String(withDefaults.WEBHOOK_SECRETS_PREVIOUS_KEYS ?? '')
-    .split(',')
-    .map((entry) => entry.trim())
-    .filter(Boolean)
+  const previousSecretsKeys = commaSeparated(withDefaults.WEBHOOK_SECRETS_PREVIOUS_KEYS)
   for (const [index, key] of previousSecretsKeys.entries()) {
     if (!new RegExp(SECRETS_KEY_PATTERN).test(key))
       problems.push(`WEBHOOK_SECRETS_PREVIOUS_KEYS: key ${index + 1} is not 32 bytes in base64`)
@@ -190,6 +184,14 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
     diagnoseStalls: env.DIAGNOSE_STALLS,
     webhookInboundFirst: env.WEBHOOK_INBOUND_FIRST,
   }
+}
+
+/** A comma-separated variable's entries, trimmed, empty ones dropped. */
+function commaSeparated(value: unknown): string[] {
+  return String(value ?? '')
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter(Boolean)
 }
 
 // TypeBox reports a union failure once per member; one line per variable is easier to read.

@@ -96,8 +96,6 @@ export function secretHints(value: string): { first4: string; last4: string } {
   return { first4: body.slice(0, 4), last4: body.slice(-4) }
 }
 
-/** Every secret spells an underscore: as it is, percent-encoded (`%5F`) or `\u`-escaped. */
-const SECRET_MARK = /[_%\\]/
 /**
  * Every secret the service issues, as text: a key (`flwh_`, `fl_pat_`, `fl_sess_` + base62; masked to
  * its prefix, first and last four) or a webhook signing secret (`whsec_` + base64; masked to its
@@ -124,8 +122,8 @@ const ENCODED_UNIT = /[0-9A-Za-z_+/=]|%(?:25)*([0-9A-Fa-f]{2})|\\u([0-9A-Fa-f]{4
  * masked JSON text still parses.
  */
 export function maskSecretsInText(text: string): string {
-  // Text with none of SECRET_MARK's characters (a request id, most values) skips the patterns.
-  if (!SECRET_MARK.test(text)) return text
+  // Text with no secret prefix and no escape (a request id, most values) skips the patterns.
+  if (!mayHoldSecret(text)) return text
   const plain = text.replace(ANY_SECRET, (...match: string[]) => maskOf(match))
   if (!plain.includes('%') && !plain.includes('\\u')) return plain
   return plain.replace(ENCODED_RUN, maskEncodedRun)
@@ -165,7 +163,7 @@ export function generateWebhookSecret(): string {
 /**
  * Whether text can hold a secret of any kind above: one of the prefixes written as it is, or an
  * escape (`%`, `\`) that could spell one. Text with none needs no masking (a cheap first look, built
- * from the prefixes so a new kind is looked for too).
+ * from the prefixes so a new kind is looked for too): maskSecretsInText and the inbound body's walk.
  */
 const MAYBE_SECRET = new RegExp(
   [...Object.values(SECRET_PREFIXES), WEBHOOK_SECRET_PREFIX, '\\\\', '%'].join('|'),
