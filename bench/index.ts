@@ -1,6 +1,13 @@
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { prepareBenchDatabase, printIngest, runIngestBenchmark, runTag } from './ingest'
+import {
+  HANDLERS,
+  handlerContender,
+  prepareBenchDatabase,
+  printIngest,
+  runIngestBenchmark,
+  runTag,
+} from './ingest'
 import { type OpenLoopResult, openLoop } from './open-loop'
 import { log, medianBy, megabytes, ROOT, round, spawnServer, spawnService } from './support'
 
@@ -9,7 +16,8 @@ import { log, medianBy, megabytes, ROOT, round, spawnServer, spawnService } from
  *  1. ingest throughput against the reference handler (see ingest.ts)
  *  2. p50/p99 at a fixed offered load of RATE requests/s (open loop), every request a new lead: the
  *     run with the median p99 of RATE_ROUNDS; first the same load against a server that does
- *     nothing (the harness's own floor)
+ *     nothing (the harness's own floor); with BENCH_RATE_HANDLERS=1 the same runs against both
+ *     least-work handlers, for scale (no target is read from them)
  *  3. peak RSS of the service under that load and under the throughput run
  *  4. start-up time to ready (spawn → first 200 from /readyz) on PostgreSQL + Redis, median of 5
  */
@@ -20,6 +28,10 @@ const FLOOR_SECONDS = 5
 // 5 s run against a server that does nothing once showed a p99 of 54 ms), so the measured figure is
 // the median of several runs, every run kept in the results.
 const RATE_ROUNDS = Number(process.env.BENCH_RATE_ROUNDS ?? 3)
+// Opt-in, as it adds two more warm-ups and rounds (~3 minutes): what the least a lead endpoint can do
+// (bench/reference-server.ts) gives for p99 at the same rate on the same machine, so the service's
+// tail can be read against what the machine, the database and the harness leave.
+const RATE_HANDLERS = process.env.BENCH_RATE_HANDLERS === '1'
 // Issue [7]'s targets: best level against best level, the 50-connection level, p99 at RATE, RSS.
 const TARGETS = {
   ratioPostgresJs: 1.0,
@@ -58,37 +70,66 @@ try {
 console.log(
   `harness floor ${RATE} req/s (server doing nothing): p50 ${round(harnessFloor.p50Ms)} ms, p99 ${round(harnessFloor.p99Ms)} ms, client ${harnessFloor.clientCores} cores`,
 )
-const server = await spawnService(serviceEnv)
-const fixedRateRuns: OpenLoopResult[] = []
-let fixedRatePeakRssMb: number
-try {
-  // Warm the new process before measuring, as a replica that has been serving for a while: JIT,
-  // pools, every source in the cache, and past the first health roll-up (5 s after start), which here
-  // catches up on the logs the short-lived processes of step 1 left behind.
-  await openLoop({
-    rate: RATE,
-    seconds: Math.max(keys.length / RATE, 15),
-    makeRequest: (index) => leadRequest(server.url, index, 'warm'),
-  })
-  for (let run = 1; run <= RATE_ROUNDS; run++) {
-    const result = await openLoop({
+/**
+ * RATE_ROUNDS open-loop runs against one server after a warm-up, the median run by p99 printed;
+ * every run is kept. The warm-up makes the new process a replica that has been serving for a while:
+ * JIT, pools, every source in the cache, and past the first health roll-up (5 s after start), which
+ * here catches up on the logs the short-lived processes of step 1 left behind.
+ */
+async function fixedRateOf(
+  label: string,
+  server: { url: string; peakRssBytes(): number; stop(): Promise<void> },
+) {
+  const runs: OpenLoopResult[] = []
+  let peakRssMb: number
+  try {
+    await openLoop({
       rate: RATE,
-      seconds: RATE_SECONDS,
-      makeRequest: (index) => leadRequest(server.url, index, `rate-${run}`),
+      seconds: Math.max(keys.length / RATE, 15),
+      makeRequest: (index) => leadRequest(server.url, index, `${label}-warm`),
     })
-    console.log(
-      `open loop ${RATE} req/s #${run}: p50 ${round(result.p50Ms)} ms, p99 ${round(result.p99Ms)} ms, max ${round(result.maxMs)} ms, ok ${result.ok}/${result.sent}, client ${result.clientCores} cores`,
-    )
-    fixedRateRuns.push(result)
+    for (let run = 1; run <= RATE_ROUNDS; run++) {
+      const result = await openLoop({
+        rate: RATE,
+        seconds: RATE_SECONDS,
+        makeRequest: (index) => leadRequest(server.url, index, `${label}-rate-${run}`),
+      })
+      console.log(
+        `${label}: open loop ${RATE} req/s #${run}: p50 ${round(result.p50Ms)} ms, p99 ${round(result.p99Ms)} ms, max ${round(result.maxMs)} ms, ok ${result.ok}/${result.sent}, client ${result.clientCores} cores`,
+      )
+      runs.push(result)
+    }
+    peakRssMb = megabytes(server.peakRssBytes())
+  } finally {
+    await server.stop()
   }
-  fixedRatePeakRssMb = megabytes(server.peakRssBytes())
-} finally {
-  await server.stop()
+  const median = medianBy(runs, (run) => run.p99Ms)
+  console.log(
+    `${label}: open loop ${RATE} req/s (median p99 of ${RATE_ROUNDS}): p50 ${round(median.p50Ms)} ms, p99 ${round(median.p99Ms)} ms, peak RSS ${peakRssMb} MB`,
+  )
+  return { median, runs, peakRssMb }
 }
-const fixedRate = medianBy(fixedRateRuns, (run) => run.p99Ms)
-console.log(
-  `open loop ${RATE} req/s (median p99 of ${RATE_ROUNDS}): p50 ${round(fixedRate.p50Ms)} ms, p99 ${round(fixedRate.p99Ms)} ms, peak RSS ${fixedRatePeakRssMb} MB`,
-)
+
+const service = await fixedRateOf('service', await spawnService(serviceEnv))
+const fixedRate = service.median
+const fixedRateRuns = service.runs
+const fixedRatePeakRssMb = service.peakRssMb
+const handlersAtRate: Record<
+  string,
+  { p50Ms: number; p99Ms: number; runs: OpenLoopResult[]; peak_rss_mb: number }
+> = {}
+if (RATE_HANDLERS) {
+  for (const name of HANDLERS) {
+    // The handlers write to the benchmark database's own table (bench_reference_leads), as in step 1.
+    const handler = await fixedRateOf(name, await handlerContender(name).start(databaseUrl))
+    handlersAtRate[name] = {
+      p50Ms: handler.median.p50Ms,
+      p99Ms: handler.median.p99Ms,
+      runs: handler.runs,
+      peak_rss_mb: handler.peakRssMb,
+    }
+  }
+}
 
 log('3/3 start-up time to ready')
 const readyTimes: number[] = []
@@ -118,6 +159,7 @@ const summary = {
     peak_rss_mb: fixedRatePeakRssMb,
     harness_floor: { seconds: FLOOR_SECONDS, ...harnessFloor },
     runs: fixedRateRuns,
+    ...(RATE_HANDLERS ? { handlers: handlersAtRate } : {}),
   },
   startup: { ready_ms_median: readyMs, ready_ms_all: readyTimes.map((time) => round(time, 0)) },
   targets: TARGETS,

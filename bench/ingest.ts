@@ -317,7 +317,7 @@ export function fewestRunsBetweenKeyReuse(
 }
 
 /** The yardsticks every service contender is divided by. */
-const HANDLERS = ['postgres.js handler', 'Bun.sql handler'] as const
+export const HANDLERS = ['postgres.js handler', 'Bun.sql handler'] as const
 export type Handler = (typeof HANDLERS)[number]
 
 /** One server of the benchmark: a service (a variant, a baseline commit) or a least-work handler. */
@@ -361,7 +361,7 @@ function serviceContender(
   }
 }
 
-function handlerContender(name: Handler): Contender {
+export function handlerContender(name: Handler): Contender {
   const driver = name === 'Bun.sql handler' ? 'bun-sql' : 'postgres.js'
   return {
     name,
