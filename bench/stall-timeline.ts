@@ -4,6 +4,7 @@ import { parseArgs } from 'node:util'
 import postgres from 'postgres'
 import { newId } from '../src/lib/ids'
 import { SecretBox } from '../src/lib/secrets'
+import { STALL_LOG_MS } from '../src/lib/stall-probe'
 import { openLoop } from './open-loop'
 import { provisionSources } from './provision'
 import {
@@ -25,8 +26,10 @@ import {
  * `bun run bench:stalls`: where the open-loop p99 comes from. One replica (the Dockerfile's JSC
  * settings, DIAGNOSE_STALLS on) takes RATE new leads a second; every request's latency is kept with
  * its due time, and the service logs each periodic job run (duration, event-loop blocking seen
- * meanwhile), each last-request flush and each event-loop stall (a 5 ms drift probe; `gc` when the
- * JS heap shrank in that interval). Printed: every 100 ms bucket whose p99 or max is slow, with the
+ * meanwhile), each last-request flush, each event-loop stall (a 5 ms drift probe; `gc` when the
+ * JS heap shrank in that interval) and each group of the group commit whose statement took 3 ms or
+ * more (`group statement`, send to rows in hand) or whose oldest lead waited 3 ms or more before it
+ * was sent (`group wait`). Printed: every 100 ms bucket whose p99 or max is slow, with the
  * jobs and stalls that overlap it, and which of them the slow requests overlapped.
  *
  *   --seconds 60       measured seconds (after --warm seconds of the same load)
@@ -68,7 +71,7 @@ const order = (args.order ?? (variants.length > 1 ? 'ABBAAB' : 'A'))
   .map((letter) => variants[letter.charCodeAt(0) - 65]!)
 
 interface ServerEvent {
-  kind: 'stall' | 'job'
+  kind: 'stall' | 'job' | 'group'
   name: string
   at: number
   durationMs: number
@@ -183,9 +186,30 @@ async function collectEvents(stream: ReadableStream<Uint8Array>, events: ServerE
     rest = lines.pop() ?? ''
     for (const line of lines) {
       // Cheap filter first: most lines are the access log.
-      if (!line.includes('"msg":"event loop stalled"') && !line.includes('"msg":"job run"')) continue
+      if (
+        !line.includes('"msg":"event loop stalled"') &&
+        !line.includes('"msg":"job run"') &&
+        !line.includes('"msg":"group statement slow"')
+      )
+        continue
       const entry = JSON.parse(line) as Record<string, unknown>
-      if (entry.msg === 'job run') {
+      if (entry.msg === 'group statement slow') {
+        // The group commit's slow groups (src/modules/inbound/group-commit.ts): the statement from
+        // its send to its rows in hand, and the wait of the group's oldest lead before the send.
+        const at = Number(entry.at)
+        const statementMs = Number(entry.duration_ms)
+        const waitMs = Number(entry.wait_ms)
+        if (statementMs >= STALL_LOG_MS)
+          events.push({ kind: 'group', name: 'group statement', at, durationMs: statementMs, fields: entry })
+        if (waitMs >= STALL_LOG_MS)
+          events.push({
+            kind: 'group',
+            name: 'group wait',
+            at: at - waitMs,
+            durationMs: waitMs,
+            fields: entry,
+          })
+      } else if (entry.msg === 'job run') {
         events.push({
           kind: 'job',
           name: String(entry.job),
@@ -266,6 +290,8 @@ function report(
     job.maxDurationMs = Math.max(job.maxDurationMs, event.durationMs)
     job.maxLoopBlockedMs = Math.max(job.maxLoopBlockedMs, Number(event.fields.loop_blocked_ms ?? 0))
   }
+  const groups = (name: string) => events.filter((event) => event.name === name)
+  const longest = (list: ServerEvent[]) => round(Math.max(0, ...list.map((event) => event.durationMs)), 1)
   const stalls = events.filter((event) => event.kind === 'stall')
   const gcStalls = stalls.filter((event) => event.fields.gc)
   console.log(
@@ -273,6 +299,9 @@ function report(
   )
   console.log(
     `event-loop stalls >= 3 ms: ${stalls.length} (${gcStalls.length} with a GC), longest ${round(Math.max(0, ...stalls.map((event) => event.durationMs)), 1)} ms`,
+  )
+  console.log(
+    `group commit: ${groups('group statement').length} statements >= ${STALL_LOG_MS} ms (longest ${longest(groups('group statement'))} ms), ${groups('group wait').length} groups whose oldest lead waited >= ${STALL_LOG_MS} ms (longest ${longest(groups('group wait'))} ms)`,
   )
   // The worst MAX_BUCKETS by max latency, in time order: an overloaded run would list every bucket.
   const worst = [...slowBuckets]
@@ -295,6 +324,8 @@ function report(
     p99Ms: round(result.p99Ms),
     maxMs: round(result.maxMs),
     slow,
+    groupStatements: groups('group statement').length,
+    groupWaits: groups('group wait').length,
     requests: samples.length,
     stalls: stalls.length,
     gcStalls: gcStalls.length,

@@ -1,6 +1,7 @@
 import { describe, expect, test } from 'bun:test'
 import { eq } from 'drizzle-orm'
 import { leads } from '../../src/db/schema'
+import { createMemoryLogger } from '../../src/lib/logger'
 import { GroupCommitWriter, SourceGoneError } from '../../src/modules/inbound/group-commit'
 import { InboundPressure } from '../../src/modules/inbound/pressure'
 import { InboundRepository } from '../../src/modules/inbound/repository'
@@ -285,5 +286,70 @@ describe('POST /api/webhook/lead/{api_key}: outcomes', () => {
       reason: 'rate_limited',
       repeatCount: 3,
     })
+  })
+})
+
+// bench:stalls splits the open-loop tail into the wait for a group and its statement from these lines.
+describe('group commit: slow groups under DIAGNOSE_STALLS', () => {
+  /** A writer whose every statement is held `holdMs` before it runs, logging into memory. */
+  async function writerWith(diagnoseStalls: boolean, slowStatementMs: number, holdMs = 0) {
+    const { ctx, source } = await setup()
+    const logger = createMemoryLogger('info')
+    const database = {
+      ...ctx.database,
+      async query<Row>(text: string, params: unknown[]): Promise<Row[]> {
+        if (holdMs > 0) await Bun.sleep(holdMs)
+        return ctx.database.query<Row>(text, params)
+      },
+    }
+    const diagnosed = { ...ctx, logger, database, config: { ...ctx.config, diagnoseStalls } }
+    const writer = new GroupCommitWriter(
+      diagnosed,
+      new InboundRepository(diagnosed),
+      new DeliverySignal(),
+      new InboundPressure(ctx.clock),
+      { slowStatementMs },
+    )
+    const slowLines = () => logger.lines.filter((line) => line.msg === 'group statement slow')
+    return { writer, source, slowLines }
+  }
+
+  test('a slow statement, and a lead that waited for the group before it, are logged with when, how long and how many', async () => {
+    const { writer, source, slowLines } = await writerWith(true, 30, 60)
+    const before = Date.now()
+    const first = Array.from({ length: 5 }, () =>
+      writer.ingest(source, leadWithEmail(email()), requestFacts()),
+    )
+    // Queued while the first group is being written: it waits for it (one group in flight).
+    await Bun.sleep(5)
+    const second = writer.ingest(source, leadWithEmail(email()), requestFacts())
+    const results = await Promise.all([...first, second])
+    const after = Date.now()
+    expect(results.every((result) => result.outcome === 'created')).toBe(true)
+    const lines = slowLines()
+    expect(lines.map((line) => line.size)).toEqual([5, 1])
+    for (const line of lines) {
+      expect(line.level).toBe('info')
+      expect(line.at as number).toBeGreaterThanOrEqual(before - 1)
+      expect((line.at as number) + (line.duration_ms as number)).toBeLessThanOrEqual(after + 1)
+      expect(line.duration_ms as number).toBeGreaterThanOrEqual(60)
+    }
+    // The first group was sent at once (its statement alone was slow); the second waited for it.
+    expect(lines[0]!.wait_ms as number).toBeLessThan(30)
+    expect(lines[1]!.wait_ms as number).toBeGreaterThanOrEqual(30)
+  })
+
+  test('a group under the threshold is not logged, nor any group without DIAGNOSE_STALLS', async () => {
+    for (const [diagnose, threshold] of [
+      [true, 60_000],
+      [false, 0],
+    ] as const) {
+      const { writer, source, slowLines } = await writerWith(diagnose, threshold)
+      const results = await Promise.all(
+        Array.from({ length: 3 }, () => writer.ingest(source, leadWithEmail(email()), requestFacts())),
+      )
+      expect(results.map((result) => result.outcome)).toEqual(['created', 'created', 'created'])
+      expect(slowLines()).toEqual([])
+    }
   })
 })

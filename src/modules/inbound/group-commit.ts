@@ -1,5 +1,6 @@
 import type { AppContext } from '../../context'
 import { isDatabaseUnavailable } from '../../lib/errors'
+import { STALL_LOG_MS } from '../../lib/stall-probe'
 import type { RequestFacts } from '../delivery-logs/log-writer'
 import type { DeliverySignal } from '../webhook-endpoints/signal'
 import type { KeyVerdict } from './key-limit'
@@ -34,6 +35,8 @@ interface Waiting {
   item: IngestItem
   /** Its dedup keys (dedupKeys), computed once when queued. */
   keys: string[]
+  /** performance.now() when queued; only with DIAGNOSE_STALLS (0 otherwise). */
+  queuedAt: number
   resolve(result: IngestResult): void
   reject(error: unknown): void
 }
@@ -60,6 +63,12 @@ export class GroupCommitWriter {
   /** Dedup keys of the groups being written, with how many groups hold each. */
   private readonly keysInFlight = new Map<string, number>()
   private readonly maxInFlight: number
+  /**
+   * With DIAGNOSE_STALLS (bench/stall-timeline.ts): a group whose statement took this long, or whose
+   * oldest lead waited this long before it was sent, is logged, so the open-loop tail can be split
+   * into the wait for a group, the statement, and the rest. Null: not measured.
+   */
+  private readonly slowStatementMs: number | null
 
   constructor(
     private readonly ctx: AppContext,
@@ -67,7 +76,9 @@ export class GroupCommitWriter {
     private readonly signal: DeliverySignal,
     /** Told how many leads wait here: the delivery worker defers while many do. */
     private readonly pressure: InboundPressure,
+    options: { slowStatementMs?: number } = {},
   ) {
+    this.slowStatementMs = ctx.config.diagnoseStalls ? (options.slowStatementMs ?? STALL_LOG_MS) : null
     // INGEST_GROUPS_IN_FLIGHT groups at a time (default 1: the next group fills while one is
     // written), never more than connections send them (DatabaseHandle.queryConcurrency: PGlite has
     // one, bun-sql its share of the pool).
@@ -85,7 +96,8 @@ export class GroupCommitWriter {
   ): Promise<IngestResult> {
     const item = ingestItem(source, lead, facts)
     return new Promise<IngestResult>((resolve, reject) => {
-      this.queue.push({ item, keys: dedupKeys(item), resolve, reject })
+      const queuedAt = this.slowStatementMs === null ? 0 : performance.now()
+      this.queue.push({ item, keys: dedupKeys(item), queuedAt, resolve, reject })
       this.pressure.add(1)
       this.scheduleFlush()
     })
@@ -172,8 +184,10 @@ export class GroupCommitWriter {
       waiting.item.idx = index
     })
     let rows: IngestRow[]
+    const sentAt = this.slowStatementMs === null ? 0 : performance.now()
     try {
       rows = await this.repository.ingestLeads(group.map((waiting) => waiting.item))
+      if (this.slowStatementMs !== null) this.noteSlowGroup(group, sentAt, this.slowStatementMs)
     } catch (error) {
       if (group.length === 1 || isDatabaseUnavailable(error)) {
         for (const waiting of group) waiting.reject(error)
@@ -213,5 +227,19 @@ export class GroupCommitWriter {
         if (!answered.has(waiting.item.idx)) waiting.reject(new SourceGoneError(waiting.item.source_id))
       }
     }
+  }
+
+  /** One line per slow group (DIAGNOSE_STALLS): its statement's span and its oldest lead's wait. */
+  private noteSlowGroup(group: Waiting[], sentAt: number, slowMs: number): void {
+    const statementMs = performance.now() - sentAt
+    const waitMs = sentAt - Math.min(...group.map((waiting) => waiting.queuedAt))
+    if (statementMs < slowMs && waitMs < slowMs) return
+    this.ctx.logger.info('group statement slow', {
+      // Epoch ms of the send: the statement spans [at, at + duration_ms], the wait [at - wait_ms, at].
+      at: Math.round(performance.timeOrigin + sentAt),
+      duration_ms: Math.round(statementMs * 10) / 10,
+      wait_ms: Math.round(waitMs * 10) / 10,
+      size: group.length,
+    })
   }
 }
