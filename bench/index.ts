@@ -110,10 +110,11 @@ async function fixedRateOf(
   return { median, runs, peakRssMb }
 }
 
-const service = await fixedRateOf('service', await spawnService(serviceEnv))
-const fixedRate = service.median
-const fixedRateRuns = service.runs
-const fixedRatePeakRssMb = service.peakRssMb
+const {
+  median: fixedRate,
+  runs: fixedRateRuns,
+  peakRssMb: fixedRatePeakRssMb,
+} = await fixedRateOf('service', await spawnService(serviceEnv))
 const handlersAtRate: Record<
   string,
   { p50Ms: number; p99Ms: number; runs: OpenLoopResult[]; peak_rss_mb: number }

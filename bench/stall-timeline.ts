@@ -298,7 +298,7 @@ function report(
     `\n== ${variant}: p50 ${round(result.p50Ms)} ms, p99 ${round(result.p99Ms)} ms, max ${round(result.maxMs)} ms, ${slow} of ${samples.length} over ${SLOW_MS} ms, client ${result.clientCores} cores`,
   )
   console.log(
-    `event-loop stalls >= 3 ms: ${stalls.length} (${gcStalls.length} with a GC), longest ${round(Math.max(0, ...stalls.map((event) => event.durationMs)), 1)} ms`,
+    `event-loop stalls >= 3 ms: ${stalls.length} (${gcStalls.length} with a GC), longest ${longest(stalls)} ms`,
   )
   console.log(
     `group commit: ${groups('group statement').length} statements >= ${STALL_LOG_MS} ms (longest ${longest(groups('group statement'))} ms), ${groups('group wait').length} groups whose oldest lead waited >= ${STALL_LOG_MS} ms (longest ${longest(groups('group wait'))} ms)`,
