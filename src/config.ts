@@ -53,7 +53,8 @@ export const EnvSchema = Type.Object({
   WEBHOOK_SECRETS_PREVIOUS_KEYS: Type.String({ default: '' }),
   OUTBOUND_ALLOW_PRIVATE_NETWORKS: Type.Boolean({ default: false }),
   WEBHOOK_TIMEOUT_MS: Type.Integer({ minimum: 100, maximum: 60_000, default: 15_000 }),
-  // Logs every periodic job run and every event-loop stall with its cause (bench/stall-timeline.ts).
+  // Logs every periodic job run, every event-loop stall with its cause and every group-commit group
+  // whose statement or wait took 3 ms or more (bench/stall-timeline.ts).
   DIAGNOSE_STALLS: Type.Boolean({ default: false }),
   // Inbound first (docs/webhooks.md): a saturated replica defers lead events to a floor rate.
   WEBHOOK_INBOUND_FIRST: Type.Boolean({ default: true }),
