@@ -1,10 +1,11 @@
 import { beforeAll, describe, expect, test } from 'bun:test'
 import type { AppContext } from '../../src/context'
 import { isCardFieldName } from '../../src/lib/card-data'
-import { generateSecret, type SecretKind } from '../../src/lib/secrets'
+import { generateSecret } from '../../src/lib/secrets'
 import { uniqueEmail } from '../helpers/emails'
 import { holdsSecret, JSON_ESCAPES, PERCENT_ENCODINGS } from '../helpers/encodings'
 import { createOrganization, createSession, createSource, createUser } from '../helpers/factories'
+import { secretNotCardNamed } from '../helpers/secrets'
 import { makeTestApp, request, testDatabase } from '../helpers/test-app'
 
 /**
@@ -61,19 +62,6 @@ const OUTCOMES: Array<[string, (s: string) => { body: string; headers?: Record<s
 
 const KINDS = ['source_key', 'pat', 'session'] as const
 
-/**
- * A random secret that does not read as a card-data field name. A few in a hundred do
- * (`cc` as a token somewhere in 40 random characters), and a field with such a name is dropped as
- * card data (200) instead of refused as an invalid custom-field name once masked (400): which rule
- * wins would depend on chance. That case has its own test below.
- */
-function secretNotCardNamed(kind: SecretKind): string {
-  for (;;) {
-    const secret = generateSecret(kind)
-    if (!isCardFieldName(secret)) return secret
-  }
-}
-
 async function post(
   app: Awaited<ReturnType<typeof makeTestApp>>['app'],
   apiKey: string,
@@ -93,7 +81,7 @@ describe('no usable credential is stored', () => {
       const { app, ctx } = await makeTestApp()
       const organization = await createOrganization(ctx)
       const { source, apiKey } = await createSource(ctx, organization.id, { spamFilter: false })
-      const secrets = KINDS.map(secretNotCardNamed)
+      const secrets = KINDS.map((kind) => secretNotCardNamed(() => generateSecret(kind)))
       for (const secret of secrets) {
         for (const [place, build] of PLACES) {
           // Headers carry no JSON escapes: there the secret is written as it is.

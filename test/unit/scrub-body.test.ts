@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'bun:test'
 import fc from 'fast-check'
-import { isCardFieldName, luhnValid, REDACTED_CARD_NUMBER, REMOVED_CARD_FIELD } from '../../src/lib/card-data'
+import { luhnValid, REDACTED_CARD_NUMBER, REMOVED_CARD_FIELD } from '../../src/lib/card-data'
 import {
   generateSecret,
   generateWebhookSecret,
@@ -8,6 +8,7 @@ import {
   type SecretKind,
 } from '../../src/lib/secrets'
 import { scrubBody } from '../../src/modules/inbound/redact'
+import { secretNotCardNamed } from '../helpers/secrets'
 
 /**
  * scrubBody looks at the raw body text first and walks only with the rules that text can trigger
@@ -120,23 +121,16 @@ describe('scrubBody: the raw text looks skip nothing a rule would catch', () => 
 
   // Every kind of secret the service issues, generated as it issues them: a new kind is covered here
   // without editing the test (the look is built from the same prefixes).
-  // About one random secret in a hundred spells a card-ish word (`…cvv…`) and, as a field name, is
-  // dropped as card data instead (secrets-at-rest.test.ts covers that case): each is drawn again
-  // until its name reads as nothing but a secret, which is what these tests are about.
-  const nameOnlyASecret = (make: () => string): string => {
-    let secret = make()
-    while (isCardFieldName(secret)) secret = make()
-    return secret
-  }
+  // Drawn so that no name reads as card data: these tests are about secrets only.
   const everySecret: Array<[string, string, string]> = [
     ...(Object.entries(SECRET_PREFIXES) as Array<[SecretKind, string]>).map(
       ([kind, prefix]): [string, string, string] => [
         kind,
         prefix,
-        nameOnlyASecret(() => generateSecret(kind)),
+        secretNotCardNamed(() => generateSecret(kind)),
       ],
     ),
-    ['webhook signing secret', 'whsec_', nameOnlyASecret(generateWebhookSecret)],
+    ['webhook signing secret', 'whsec_', secretNotCardNamed(generateWebhookSecret)],
   ]
   for (const [kind, prefix, secret] of everySecret) {
     test(`a ${kind} in a value and in a name, nothing else to look at: masked in the lead and the log`, () => {
