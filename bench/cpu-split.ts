@@ -239,6 +239,7 @@ try {
       ...db,
       start: async () => {
         await admin`delete from webhook_deliveries where status = 'pending'`
+        await admin`update webhook_messages set fan_out_pending = false where fan_out_pending`
         return spawnService({
           DATABASE_URL: db.databaseUrl,
           DATABASE_POOL_SIZE: POOL_SIZE,

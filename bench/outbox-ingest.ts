@@ -18,7 +18,7 @@ import { freshDatabase, log, medianBy, ROOT, round } from './support'
  *   before          0009's function, organization without endpoints
  *   no endpoint     current function, organization without endpoints
  *   one endpoint    current function, organization with one endpoint subscribed to lead.created
- *                   (every lead also writes a message and a delivery)
+ *                   (every lead also writes a message; its delivery is the worker's, drizzle/0019)
  *   <name>, one endpoint   with BENCH_CANDIDATES only, see CANDIDATES below
  *
  * Besides leads/s (noisy on a shared machine), each run records the CPU time the database's

@@ -9,15 +9,16 @@
 -- caller splits it), applies the per-key limit (inbound_rate_take: an item over it is refused with
 -- outcome `rate_limited` and writes nothing; its caller answers 429 and counts it with the other
 -- 429s), skips items whose source was deleted meanwhile (they get no row back: 404), writes the
--- lead, its delivery-log entry and, when the organization has an enabled endpoint, the outbound
--- webhook outbox in the same transaction. Every row carries the key's window after the item
+-- lead, its delivery-log entry and, when an enabled endpoint of the organization takes it, the
+-- outbound webhook message in the same transaction. Every row carries the key's window after the item
 -- (remaining, reset_ms: the X-RateLimit headers).
 -- The source lock is exclusive since the limit moved here (drizzle/0013): the window's read and
 -- write must not interleave. It still makes a source's delete wait for its writers
 -- (webhook_sources_wait_for_writers), and it is never contended at scale: the limit keeps any one
 -- source at one counted request a second.
 -- History: drizzle/0001, 0003, 0005, 0006, 0007, 0009, 0011, 0013, 0015 (the outbox in the main statement),
--- 0018 (a lead event's lead in columns, not a built payload).
+-- 0018 (a lead event's lead in columns, not a built payload), 0019 (the message only: the worker
+-- fans it out to deliveries).
 -- The row type grew (remaining, reset_ms) with 0013: CREATE OR REPLACE cannot change it.
 DROP FUNCTION IF EXISTS ingest_leads(jsonb);
 --> statement-breakpoint
@@ -158,23 +159,16 @@ BEGIN
     FROM matched m
   ),
   -- Outbound webhooks: a `lead.created` / `lead.updated` message for every stored submission that
-  -- an enabled endpoint of the organization takes (type and source), and a delivery per such
-  -- endpoint. Gated by v_webhook_events, a parameter of the plan: a group whose organization has no
-  -- enabled endpoint runs none of it (a one-time filter), so it costs such a group nothing beyond
-  -- the probe above. In this statement since drizzle/0015 (before: a second statement that read
-  -- p_items again and looked every submission's delivery-log entry and lead up again). The message
-  -- id is the delivery-log id: one message per submission whatever the number of endpoints, and a
+  -- an enabled endpoint of the organization takes (type and source). Gated by v_webhook_events, a
+  -- parameter of the plan: a group whose organization has no enabled endpoint runs none of it (a
+  -- one-time filter), so it costs such a group nothing beyond the probe above. In this statement
+  -- since drizzle/0015 (before: a second statement that read p_items again and looked every
+  -- submission's delivery-log entry and lead up again). The message id is the delivery-log id, a
   -- UUIDv7, so messages list in creation order.
-  targets AS MATERIALIZED (
-    SELECT m.log_id, m.organization_id, m.received_at, e.id AS endpoint_id,
-      CASE WHEN m.existing_id IS NULL THEN 'lead.created' ELSE 'lead.updated' END AS event_type
-    FROM matched m
-    JOIN webhook_endpoints e ON e.organization_id = m.organization_id AND e.enabled
-    WHERE v_webhook_events
-      AND (e.event_types = '[]'::jsonb
-        OR e.event_types ? CASE WHEN m.existing_id IS NULL THEN 'lead.created' ELSE 'lead.updated' END)
-      AND (e.source_ids = '[]'::jsonb OR e.source_ids ? m.source_id::text)
-  ),
+  -- The message only (drizzle/0019): it is marked fan_out_pending, and the delivery worker writes
+  -- one delivery per endpoint when it takes it (DeliveryQueueRepository.fanOut, the same endpoint
+  -- rule), off the lead's wait. Here a lead event costs its row and two b-tree entries (the key and
+  -- the fan-out index), where a delivery per endpoint added a heap tuple and two more.
   -- The message keeps the lead as this transaction leaves it, in columns (drizzle/0018: its `data` is
   -- rendered when read, webhook_message_payload()). A created lead is exactly the submission's fields
   -- (created_at = updated_at = received_at; no other item of the group can touch it, items sharing
@@ -183,9 +177,9 @@ BEGIN
   messages AS (
     INSERT INTO webhook_messages (id, organization_id, event_type, created_at, lead_id, lead_source_id,
       lead_first_name, lead_last_name, lead_email, lead_phone_raw, lead_phone_e164, lead_status,
-      lead_custom_fields, lead_attribution, lead_created_at, lead_updated_at, source_id, source_name)
-    SELECT m.log_id, m.organization_id,
-      CASE WHEN m.existing_id IS NULL THEN 'lead.created' ELSE 'lead.updated' END, m.received_at,
+      lead_custom_fields, lead_attribution, lead_created_at, lead_updated_at, source_id, source_name,
+      fan_out_pending)
+    SELECT m.log_id, m.organization_id, m.event_type, m.received_at,
       COALESCE(u.id, m.new_lead_id), COALESCE(u.source_id, m.source_id),
       CASE WHEN u.id IS NULL THEN m.first_name ELSE u.first_name END,
       CASE WHEN u.id IS NULL THEN m.last_name ELSE u.last_name END,
@@ -195,15 +189,17 @@ BEGIN
       CASE WHEN u.id IS NULL THEN m.status ELSE u.status END,
       CASE WHEN u.id IS NULL THEN m.custom_fields ELSE u.custom_fields END,
       CASE WHEN u.id IS NULL THEN m.attribution ELSE u.attribution END,
-      COALESCE(u.created_at, m.received_at), COALESCE(u.updated_at, m.received_at), m.source_id, src.name
-    FROM matched m
+      COALESCE(u.created_at, m.received_at), COALESCE(u.updated_at, m.received_at), m.source_id, src.name,
+      true
+    FROM (SELECT mm.*, CASE WHEN mm.existing_id IS NULL THEN 'lead.created' ELSE 'lead.updated' END AS event_type
+          FROM matched mm WHERE v_webhook_events) m
     LEFT JOIN updated u ON u.id = m.existing_id
     LEFT JOIN webhook_sources src ON src.id = m.source_id
-    WHERE v_webhook_events AND m.log_id IN (SELECT g.log_id FROM targets g)
-  ),
-  deliveries AS (
-    INSERT INTO webhook_deliveries (message_id, endpoint_id, organization_id, event_type, next_attempt_at, created_at)
-    SELECT g.log_id, g.endpoint_id, g.organization_id, g.event_type, g.received_at, g.received_at FROM targets g
+    WHERE EXISTS (
+      SELECT 1 FROM webhook_endpoints e
+      WHERE e.organization_id = m.organization_id AND e.enabled
+        AND (e.event_types = '[]'::jsonb OR e.event_types ? m.event_type)
+        AND (e.source_ids = '[]'::jsonb OR e.source_ids ? m.source_id::text))
   )
   SELECT m.idx, COALESCE(m.existing_id, m.new_lead_id),
     CASE WHEN m.existing_id IS NULL THEN 'created' ELSE 'updated' END, v_webhook_events, m.remaining, m.reset_ms

@@ -561,7 +561,7 @@ export interface paths {
         };
         /**
          * List an endpoint's messages
-         * @description Newest first, with their status, attempts (status, duration, the first 2 KB of each answer) and the next attempt time; `?status=` and `?event_type=` filter. Needs the permission `settings.integrations` and a plan with the `integrations` feature. An endpoint of another organization, or an id that is not a UUID, is a 404.
+         * @description Newest first, with their status, attempts (status, duration, the first 2 KB of each answer) and the next attempt time; `?status=` and `?event_type=` filter. A lead event is listed once the delivery worker has taken it (milliseconds after the lead; while the service is saturated, when the spell ends): it is stored with the lead either way. Needs the permission `settings.integrations` and a plan with the `integrations` feature. An endpoint of another organization, or an id that is not a UUID, is a 404.
          */
         get: operations["listWebhookMessages"];
         put?: never;

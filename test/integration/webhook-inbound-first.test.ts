@@ -1,7 +1,7 @@
 import { afterEach, beforeAll, describe, expect, test } from 'bun:test'
-import { and, eq, inArray } from 'drizzle-orm'
+import { and, count, eq, inArray } from 'drizzle-orm'
 import type { AppContext } from '../../src/context'
-import { webhookDeliveries, webhookEndpoints } from '../../src/db/schema'
+import { webhookDeliveries, webhookEndpoints, webhookMessages } from '../../src/db/schema'
 import { FakeClock } from '../../src/lib/clock'
 import { newId } from '../../src/lib/ids'
 import { InboundPressure, PRESSURE_ENTER_LEADS } from '../../src/modules/inbound/pressure'
@@ -99,9 +99,17 @@ async function pendingOf(ctx: AppContext, endpointId: string) {
     .where(and(eq(webhookDeliveries.endpointId, endpointId), eq(webhookDeliveries.status, 'pending')))
 }
 
+async function notFannedOut(ctx: AppContext, organizationId: string): Promise<number> {
+  const [row] = await ctx.db
+    .select({ n: count() })
+    .from(webhookMessages)
+    .where(and(eq(webhookMessages.organizationId, organizationId), eq(webhookMessages.fanOutPending, true)))
+  return row?.n ?? 0
+}
+
 describe('inbound first: a saturated replica defers lead events to a floor rate', () => {
   test('under pressure the worker sends lead events at its floor only, and everything once the pressure is gone', async () => {
-    const { ctx, clock, receiver, worker, endpoint, postLeads, saturate } = await setup()
+    const { ctx, clock, organization, receiver, worker, endpoint, postLeads, saturate } = await setup()
     const leads = await postLeads(30)
     saturate(true)
 
@@ -116,7 +124,9 @@ describe('inbound first: a saturated replica defers lead events to a floor rate'
     const firstBatch = leadEvents(receiver.received)
     expect(firstBatch).toHaveLength(perInterval)
     expect(firstBatch.map((entry) => leadIdOf(entry))).toEqual(leads.slice(0, perInterval))
-    expect(await pendingOf(ctx, endpoint.id)).toHaveLength(30 - perInterval)
+    // Only the floor's share was fanned out to deliveries (drizzle/0019): the rest wait as messages.
+    expect(await pendingOf(ctx, endpoint.id)).toHaveLength(0)
+    expect(await notFannedOut(ctx, organization.id)).toBe(30 - perInterval)
 
     // The saturation ends: the rest goes at the next claim, whatever the floor's budget.
     saturate(false)
@@ -130,6 +140,7 @@ describe('inbound first: a saturated replica defers lead events to a floor rate'
     for (const entry of all)
       expect(entry.headers['webhook-id']).toBe(entry.json.data.delivery_log_id as string)
     expect(await pendingOf(ctx, endpoint.id)).toHaveLength(0)
+    expect(await notFannedOut(ctx, organization.id)).toBe(0)
     const succeeded = await ctx.db
       .select({ id: webhookDeliveries.messageId, attempts: webhookDeliveries.attemptCount })
       .from(webhookDeliveries)

@@ -5,7 +5,8 @@ import { deliveryLogs, webhookDeliveries, webhookMessages } from '../../src/db/s
 import { FakeClock } from '../../src/lib/clock'
 import { ingestItem } from '../../src/modules/inbound/repository'
 import type { CreateEndpointBody } from '../../src/modules/webhook-endpoints/model'
-import { messageData } from '../../src/modules/webhook-endpoints/repository'
+import { DeliveryQueueRepository, messageData } from '../../src/modules/webhook-endpoints/repository'
+import { purgeExpiredMessages } from '../../src/modules/webhook-endpoints/retention'
 import { createSignedInUser, createSource, createWebhookEndpoint } from '../helpers/factories'
 import { ingestConflictingGroup, leadWithEmail, requestFacts } from '../helpers/inbound'
 import { call, makeTestApp, request, testDatabase } from '../helpers/test-app'
@@ -23,6 +24,9 @@ const post = (app: App, apiKey: string, json: unknown) =>
 async function setup(endpoints: Array<Partial<CreateEndpointBody> | 'other-source'> = [{}]) {
   const clock = new FakeClock(Date.UTC(2026, 5, 1, 12))
   const { app, ctx, services } = await makeTestApp({ clock })
+  // The fan-out takes every organization's lead events: earlier tests' are taken first, so the
+  // counts below are this test's.
+  while ((await fanOut(ctx)).messages > 0);
   const { organization, token } = await createSignedInUser(ctx)
   const { source, apiKey } = await createSource(ctx, organization.id, { name: 'Contact form' })
   const other = await createSource(ctx, organization.id, { name: 'Other form' })
@@ -38,6 +42,9 @@ async function setup(endpoints: Array<Partial<CreateEndpointBody> | 'other-sourc
   }
   return { app, ctx, services, clock, organization, token, source, apiKey, other, endpoints: created }
 }
+
+/** The worker's fan-out step alone (drizzle/0019): the lead events' deliveries written. */
+const fanOut = (ctx: AppContext, limit = 1000) => new DeliveryQueueRepository(ctx).fanOut(limit)
 
 async function outboxOf(ctx: AppContext, organizationId: string) {
   // Each message with its data as the worker sends it (a lead event's is rendered from its columns).
@@ -67,14 +74,23 @@ describe('webhook outbox: lead events written with the lead', () => {
     const { lead_id: leadId } = await response.json()
     const lead = await (await call(app, token, 'GET', `/api/v2/leads/${leadId}`)).json()
     const [log] = await ctx.db.select().from(deliveryLogs).where(eq(deliveryLogs.leadId, leadId))
-    const { messages, deliveries } = await outboxOf(ctx, organization.id)
+    const { messages, deliveries: before } = await outboxOf(ctx, organization.id)
     expect(messages).toHaveLength(1)
     expect(messages[0]).toMatchObject({
       id: log!.id,
       eventType: 'lead.created',
       payload: { lead, source: { id: source.id, name: 'Contact form' }, delivery_log_id: log!.id },
       createdAt: new Date(clock.now()),
+      fanOutPending: true,
     })
+    // The lead's transaction wrote the message only; the worker's fan-out writes the delivery, due
+    // at the event's time, and marks the message done.
+    expect(before).toEqual([])
+    clock.advance(5000)
+    expect(await fanOut(ctx)).toEqual({ messages: 1, deliveries: 1 })
+    const { messages: after, deliveries } = await outboxOf(ctx, organization.id)
+    expect(after.map((message) => message.fanOutPending)).toEqual([false])
+    expect(await fanOut(ctx)).toEqual({ messages: 0, deliveries: 0 })
     expect(deliveries).toEqual([
       expect.objectContaining({
         messageId: log!.id,
@@ -82,7 +98,8 @@ describe('webhook outbox: lead events written with the lead', () => {
         eventType: 'lead.created',
         status: 'pending',
         attemptCount: 0,
-        nextAttemptAt: new Date(clock.now()),
+        nextAttemptAt: new Date(clock.now() - 5000),
+        createdAt: new Date(clock.now() - 5000),
       }),
     ])
   })
@@ -228,9 +245,11 @@ describe('webhook outbox: lead events written with the lead', () => {
       let wakes = 0
       services.deliverySignal.subscribe(() => wakes++)
       expect((await post(app, apiKey, { email: email() })).status).toBe(200)
-      const { messages, deliveries } = await outboxOf(ctx, organization.id)
-      expect(deliveries).toHaveLength(expected)
+      const { messages } = await outboxOf(ctx, organization.id)
       expect(messages).toHaveLength(expected > 0 ? 1 : 0)
+      expect(await fanOut(ctx)).toEqual({ messages: expected > 0 ? 1 : 0, deliveries: expected })
+      const { deliveries } = await outboxOf(ctx, organization.id)
+      expect(deliveries).toHaveLength(expected)
       // The worker is woken only when the organization has an enabled endpoint.
       expect(wakes).toBe(woken ? 1 : 0)
     })
@@ -242,6 +261,7 @@ describe('webhook outbox: lead events written with the lead', () => {
       Array.from({ length: 20 }, () => post(app, apiKey, { email: email() })),
     )
     const leadIds = await Promise.all(responses.map(async (response) => (await response.json()).lead_id))
+    expect(await fanOut(ctx)).toEqual({ messages: 20, deliveries: 20 })
     const { messages, deliveries } = await outboxOf(ctx, organization.id)
     expect(messages.map((message) => (message.payload.lead as { lead_id: string }).lead_id).sort()).toEqual(
       leadIds.sort(),
@@ -254,6 +274,7 @@ describe('webhook outbox: lead events written with the lead', () => {
     const other = await createSignedInUser(ctx)
     await createWebhookEndpoint(services, other.organization.id)
     expect((await post(app, apiKey, { email: email() })).status).toBe(200)
+    await fanOut(ctx)
     expect((await outboxOf(ctx, other.organization.id)).deliveries).toHaveLength(0)
   })
 
@@ -266,5 +287,44 @@ describe('webhook outbox: lead events written with the lead', () => {
       messages: 0,
       deliveries: 0,
     })
+  })
+
+  test('the fan-out applies the endpoint rule as it stands: one created since gets nothing, one disabled since nothing', async () => {
+    const { app, ctx, services, clock, organization, apiKey, endpoints } = await setup([{}, {}])
+    expect((await post(app, apiKey, { email: email() })).status).toBe(200)
+    clock.advance(1000)
+    const later = await createWebhookEndpoint(services, organization.id)
+    await services.webhookEndpoints.update(organization.id, endpoints[1]!.id, { enabled: false })
+    expect(await fanOut(ctx)).toEqual({ messages: 1, deliveries: 1 })
+    const { deliveries } = await outboxOf(ctx, organization.id)
+    expect(deliveries.map((delivery) => delivery.endpointId)).toEqual([endpoints[0]!.id])
+    expect(later.id).not.toBe(endpoints[0]!.id)
+  })
+
+  test('oldest first, at most the limit per statement, each message once', async () => {
+    const { app, ctx, organization, apiKey } = await setup()
+    for (let i = 0; i < 5; i++) expect((await post(app, apiKey, { email: email() })).status).toBe(200)
+    const { messages } = await outboxOf(ctx, organization.id)
+    expect(await fanOut(ctx, 2)).toEqual({ messages: 2, deliveries: 2 })
+    let { deliveries } = await outboxOf(ctx, organization.id)
+    expect(deliveries.map((delivery) => delivery.messageId).sort()).toEqual(
+      messages.slice(0, 2).map((message) => message.id),
+    )
+    // Concurrent fan-outs (two replicas' workers): SKIP LOCKED shares the rest, none twice.
+    const shares = await Promise.all([fanOut(ctx, 2), fanOut(ctx, 2), fanOut(ctx, 2)])
+    expect(shares.reduce((sum, share) => sum + share.messages, 0)).toBe(3)
+    ;({ deliveries } = await outboxOf(ctx, organization.id))
+    expect(deliveries.map((delivery) => delivery.messageId).sort()).toEqual(
+      messages.map((message) => message.id),
+    )
+  })
+
+  test('retention never deletes a lead event that is not fanned out yet, whatever its age', async () => {
+    const { app, ctx, clock, organization, apiKey } = await setup()
+    expect((await post(app, apiKey, { email: email() })).status).toBe(200)
+    clock.advance((ctx.config.logRetentionDays + 1) * 24 * 3_600_000)
+    await purgeExpiredMessages(ctx)
+    expect((await outboxOf(ctx, organization.id)).messages).toHaveLength(1)
+    expect(await fanOut(ctx)).toEqual({ messages: 1, deliveries: 1 })
   })
 })

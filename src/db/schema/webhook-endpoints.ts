@@ -85,11 +85,18 @@ export const webhookMessages = pgTable(
     // The submission's source, which for a merge into an older lead can differ from the lead's.
     sourceId: uuid('source_id'),
     sourceName: text('source_name'),
+    // A lead event not yet fanned out to its endpoints' deliveries (drizzle/0019): ingest_leads()
+    // writes the message only, and the worker creates the deliveries when it takes it.
+    fanOutPending: boolean('fan_out_pending').notNull().default(false),
   },
   // No index on organization_id (dropped in drizzle/0015): no query reads messages by organization
   // (listing goes through an endpoint's deliveries, retention by age), and ingest_leads() paid for it
   // on every lead event.
   (table) => [
+    // The worker's fan-out: the lead events it has not yet turned into deliveries, oldest first.
+    // One b-tree entry per lead event on the lead path, where a delivery row cost a heap tuple and
+    // two (docs/webhooks.md "Cost on the lead path").
+    index('webhook_messages_fan_out_idx').on(table.id).where(sql`${table.fanOutPending}`),
     check(
       'webhook_messages_payload_or_lead',
       sql`${table.payload} is not null or ${table.leadId} is not null`,

@@ -148,7 +148,7 @@ export function webhookEndpointsModule(service: WebhookEndpointsService, authPlu
           tags,
           operationId: 'listWebhookMessages',
           summary: "List an endpoint's messages",
-          description: `Newest first, with their status, attempts (status, duration, the first 2 KB of each answer) and the next attempt time; \`?status=\` and \`?event_type=\` filter. ${accessNote}`,
+          description: `Newest first, with their status, attempts (status, duration, the first 2 KB of each answer) and the next attempt time; \`?status=\` and \`?event_type=\` filter. A lead event is listed once the delivery worker has taken it (milliseconds after the lead; while the service is saturated, when the spell ends): it is stored with the lead either way. ${accessNote}`,
         },
       },
     )

@@ -423,6 +423,17 @@ export class DeliveryQueueRepository {
     return sqlRows<ClaimedDelivery>(this.ctx.db, claimStatement(options))
   }
 
+  /**
+   * Fan-out at the claim (drizzle/0019): up to `limit` lead events that ingest_leads() wrote as a
+   * message only, oldest first, each turned into one pending delivery per endpoint that takes it,
+   * and marked done, in one statement. SKIP LOCKED: messages another replica is fanning out right
+   * now are left to it. Returns the messages taken and the deliveries written.
+   */
+  async fanOut(limit: number): Promise<{ messages: number; deliveries: number }> {
+    const [row] = await sqlRows<{ messages: number; deliveries: number }>(this.ctx.db, fanOutStatement(limit))
+    return { messages: Number(row?.messages ?? 0), deliveries: Number(row?.deliveries ?? 0) }
+  }
+
   /** Whether any organization has an enabled endpoint (the partial index on enabled endpoints). */
   async anyEnabledEndpoint(): Promise<boolean> {
     const [row] = await sqlRows<{ found: boolean }>(
@@ -560,14 +571,51 @@ with recursive pending_endpoints(id) as (
     for update skip locked
   ) x
   limit ${o.limit}::int
+), claimed as (
+  update webhook_deliveries d
+  set next_attempt_at = ${leaseUntil}::timestamptz, claim_token = ${o.token}::uuid, attempt_count = d.attempt_count + 1
+  from chosen c, webhook_messages m
+  where d.ctid = c.row_id and d.endpoint_id = c.endpoint_id and d.message_id = c.message_id and m.id = d.message_id
+  returning d.endpoint_id, c.version as endpoint_version, d.message_id, d.organization_id, d.event_type,
+    d.attempt_count, webhook_message_payload(m)::text as payload_json, m.created_at as message_created_at
 )
-update webhook_deliveries d
-set next_attempt_at = ${leaseUntil}::timestamptz, claim_token = ${o.token}::uuid, attempt_count = d.attempt_count + 1
-from chosen c, webhook_messages m
-where d.ctid = c.row_id and d.endpoint_id = c.endpoint_id and d.message_id = c.message_id and m.id = d.message_id
-returning d.endpoint_id, c.version as endpoint_version, d.message_id, d.organization_id, d.event_type,
-  d.attempt_count, webhook_message_payload(m)::text as payload_json, m.created_at as message_created_at`
+-- Sent in the order the events happened (UUIDv7 ids): an update returns its rows in the order it
+-- met them, which is the rows' place in the table, not their schedule.
+select * from claimed order by endpoint_id, message_id`
 }
+
+// The endpoint rule is ingest_leads()'s, which wrote the message only when an endpoint took it, applied
+// again now: enabled, the event type subscribed (empty: all), the submitting source accepted (empty:
+// all), and created by the event's time (an endpoint created since gets no older events). An endpoint
+// disabled or changed between the lead's commit and its fan-out (milliseconds; seconds after a
+// saturated spell, docs/webhooks.md) is taken as it is now. The delivery is due at the event's time,
+// as when the lead's transaction wrote it. The key conflict cannot happen (a message is fanned out
+// once, under its row lock) but costs nothing to guard. As in the claim, every read of the messages
+// is a LIMIT over the partial index or a TID scan of the rows it locked: stale statistics (the table
+// grows by thousands of rows a second) cannot turn it into a scan of every message
+// (test/integration/webhook-claim-plan.test.ts).
+export const fanOutStatement = (limit: number) => sql`
+with taken as (
+  select m.ctid as row_id, m.id, m.organization_id, m.event_type, m.created_at, m.source_id
+  from webhook_messages m
+  where m.fan_out_pending
+  order by m.id
+  limit ${limit}::int
+  for update skip locked
+), done as (
+  update webhook_messages m set fan_out_pending = false from taken t where m.ctid = t.row_id and m.id = t.id
+), queued as (
+  insert into webhook_deliveries (message_id, endpoint_id, organization_id, event_type, next_attempt_at, created_at)
+  select t.id, e.id, t.organization_id, t.event_type, t.created_at, t.created_at
+  from taken t
+  join webhook_endpoints e on e.organization_id = t.organization_id and e.enabled
+    and (e.event_types = '[]'::jsonb or e.event_types ? t.event_type)
+    and (e.source_ids = '[]'::jsonb or e.source_ids ? t.source_id::text)
+    and e.created_at <= t.created_at
+  on conflict do nothing
+  returning 1
+)
+select (select count(*) from taken)::int as messages, (select count(*) from queued)::int as deliveries`
 
 // The deliveries' new state, their attempts, and each endpoint's failure streak (started by its
 // first failure after its last success, ended by a success), only for claims still held.

@@ -49,6 +49,11 @@ export const WORKER_STATEMENT_SPACING_MS = 10
  * waiting for, so fewer, later claims are the point.
  */
 export const DEFERRED_CLAIM_INTERVAL_MS = 100
+/**
+ * Lead events fanned out to deliveries per statement (drizzle/0019): a backlog left by a saturated
+ * spell is fanned out a batch per claim, so its first deliveries go before the last are written.
+ */
+export const FAN_OUT_BATCH = 1000
 export const DEFERRED_LEAD_EVENTS_PER_SECOND = 100
 
 /**
@@ -210,6 +215,8 @@ export class DeliveryWorker {
     await this.claimAndStart(IN_FLIGHT_TOTAL - this.inFlight, true)
     const budget = Math.min(IN_FLIGHT_TOTAL - this.inFlight, Math.floor(this.floorBudget))
     if (budget > 0) {
+      // Only as many lead events as the floor sends: the rest stay a message each until the spell ends.
+      await this.fanOut(budget)
       const claimed = await this.claimAndStart(budget, false)
       this.floorBudget -= claimed
       this.leadBacklog = claimed === budget
@@ -240,6 +247,8 @@ export class DeliveryWorker {
   }
 
   private async pump(): Promise<void> {
+    // A full batch: more lead events wait to be fanned out, after this claim has started its share.
+    if ((await this.fanOut(FAN_OUT_BATCH)) === FAN_OUT_BATCH) this.pumpAgain = true
     while (!this.stopped && this.inFlight < IN_FLIGHT_TOTAL) {
       const limit = IN_FLIGHT_TOTAL - this.inFlight
       const claimed = await this.claimAndStart(limit, false)
@@ -247,6 +256,13 @@ export class DeliveryWorker {
       // endpoint, whose freeing wakes the worker), so no second, empty claim.
       if (claimed < limit) return
     }
+  }
+
+  /** Lead events written as a message only, turned into deliveries; returns the messages taken. */
+  private async fanOut(limit: number): Promise<number> {
+    if (this.stopped) return 0
+    const { messages } = await this.statements.run(() => this.queue.fanOut(limit))
+    return messages
   }
 
   /** Claims up to `limit` due deliveries and starts their attempts; returns how many. */
