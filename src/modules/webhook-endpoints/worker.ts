@@ -67,8 +67,10 @@ export function workerStatementSlots(poolSize: number): number {
 }
 
 /**
- * The delivery worker of one replica. Claims due deliveries (webhook_deliveries as a SKIP LOCKED
- * queue, so replicas never take the same one), sends each as a signed Standard Webhooks request,
+ * The delivery worker of one replica. Fans lead events out to their endpoints' deliveries (the
+ * lead's transaction wrote the message only, drizzle/0019), claims due deliveries
+ * (webhook_deliveries as a SKIP LOCKED queue, so replicas never take the same one), sends each as a
+ * signed Standard Webhooks request,
  * records the attempt and schedules the next. Woken at once by this replica's writes (in process)
  * and by the other replicas' (NOTIFY, signal.ts); polls every second for the rest (retries that
  * came due, leases that ran out, a notification lost while the listener reconnected).
