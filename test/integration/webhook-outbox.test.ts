@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, test } from 'bun:test'
-import { asc, eq, getTableColumns } from 'drizzle-orm'
+import { asc, eq, getTableColumns, sql } from 'drizzle-orm'
 import type { AppContext } from '../../src/context'
 import { deliveryLogs, webhookDeliveries, webhookMessages } from '../../src/db/schema'
 import { FakeClock } from '../../src/lib/clock'
@@ -289,16 +289,112 @@ describe('webhook outbox: lead events written with the lead', () => {
     })
   })
 
-  test('the fan-out applies the endpoint rule as it stands: one created since gets nothing, one disabled since nothing', async () => {
-    const { app, ctx, services, clock, organization, apiKey, endpoints } = await setup([{}, {}])
+  // The fan-out runs after the lead's commit (drizzle/0019): each endpoint is taken as it was at the
+  // event's time (drizzle/0020), whatever happened to it between the commit and the fan-out.
+  type Change = (s: Awaited<ReturnType<typeof setup>>, endpointId: string) => Promise<unknown>
+  const patch =
+    (enabled: boolean): Change =>
+    async ({ services, organization }, endpointId) =>
+      services.webhookEndpoints.update(organization.id, endpointId, { enabled })
+  const cases: Array<[string, { before?: Change[]; after?: Change[] }, string | null]> = [
+    ['enabled throughout', {}, 'pending'],
+    [
+      'disabled since the event: it waits, as its pending deliveries do',
+      { after: [patch(false)] },
+      'pending',
+    ],
+    ['disabled and enabled again since', { after: [patch(false), patch(true)] }, 'pending'],
+    ['disabled at the event, enabled since', { before: [patch(false)], after: [patch(true)] }, null],
+    ['disabled at the event and since', { before: [patch(false)] }, null],
+    ['enabled again before the event', { before: [patch(false), patch(true)] }, 'pending'],
+    [
+      'disabled for failing five days since: failed, as its pending ones became',
+      {
+        after: [
+          async ({ ctx, clock }, endpointId) => {
+            await ctx.db.execute(
+              sql`update webhook_endpoints set failing_since = ${new Date(clock.now() - 6 * 86_400_000).toISOString()}::timestamptz
+                  where id = ${endpointId}::uuid`,
+            )
+            return new DeliveryQueueRepository(ctx).disableIfFailingSince(
+              endpointId,
+              new Date(clock.now() - 5 * 86_400_000),
+              new Date(clock.now()),
+            )
+          },
+        ],
+      },
+      'failed',
+    ],
+  ]
+  for (const [label, { before = [], after = [] }, expected] of cases) {
+    test(`the endpoint as it was at the event: ${label}`, async () => {
+      // Two endpoints: the other one, enabled throughout, makes every lead write its event.
+      const setupResult = await setup([{}, {}])
+      const { app, ctx, clock, organization, apiKey, endpoints } = setupResult
+      const endpointId = endpoints[1]!.id
+      for (const change of before) {
+        await change(setupResult, endpointId)
+        clock.advance(1000)
+      }
+      expect((await post(app, apiKey, { email: email() })).status).toBe(200)
+      for (const change of after) {
+        clock.advance(1000)
+        await change(setupResult, endpointId)
+      }
+      await fanOut(ctx)
+      const { deliveries } = await outboxOf(ctx, organization.id)
+      const status = (id: string) => deliveries.find((delivery) => delivery.endpointId === id)?.status ?? null
+      expect(status(endpoints[0]!.id)).toBe('pending')
+      expect(status(endpointId)).toBe(expected)
+    })
+  }
+
+  test('an endpoint created after the event gets nothing', async () => {
+    const { app, ctx, services, clock, organization, apiKey, endpoints } = await setup()
     expect((await post(app, apiKey, { email: email() })).status).toBe(200)
     clock.advance(1000)
     const later = await createWebhookEndpoint(services, organization.id)
-    await services.webhookEndpoints.update(organization.id, endpoints[1]!.id, { enabled: false })
     expect(await fanOut(ctx)).toEqual({ messages: 1, deliveries: 1 })
     const { deliveries } = await outboxOf(ctx, organization.id)
     expect(deliveries.map((delivery) => delivery.endpointId)).toEqual([endpoints[0]!.id])
     expect(later.id).not.toBe(endpoints[0]!.id)
+  })
+
+  test("an endpoint's disabled spells: one opened per disable, closed per enable, none older than retention kept", async () => {
+    const { ctx, services, clock, organization, endpoints } = await setup()
+    const id = endpoints[0]!.id
+    const spells = async () =>
+      (await services.webhookEndpoints.repository.findById(organization.id, id))!.pauses
+    const at = () => new Date(clock.now()).toISOString()
+    const toggle = async (enabled: boolean) => {
+      clock.advance(1000)
+      await services.webhookEndpoints.update(organization.id, id, { enabled })
+      return at()
+    }
+    const off1 = await toggle(false)
+    // Setting it as it is changes nothing.
+    await toggle(false)
+    const on1 = await toggle(true)
+    await toggle(true)
+    const times = (list: Array<[string, string | null]>) =>
+      list.map(([from, until]) => [new Date(from).toISOString(), until && new Date(until).toISOString()])
+    expect(times(await spells())).toEqual([[off1, on1]])
+    clock.advance((ctx.config.logRetentionDays + 1) * 86_400_000)
+    const off2 = await toggle(false)
+    expect(times(await spells())).toEqual([[off2, null]])
+  })
+
+  test('created disabled: disabled from its creation', async () => {
+    const { app, ctx, services, clock, organization, apiKey } = await setup()
+    const off = await createWebhookEndpoint(services, organization.id, { enabled: false })
+    clock.advance(1000)
+    expect((await post(app, apiKey, { email: email() })).status).toBe(200)
+    clock.advance(1000)
+    await services.webhookEndpoints.update(organization.id, off.id, { enabled: true })
+    await fanOut(ctx)
+    const { deliveries } = await outboxOf(ctx, organization.id)
+    expect(deliveries.some((delivery) => delivery.endpointId === off.id)).toBe(false)
   })
 
   test('oldest first, at most the limit per statement, each message once', async () => {

@@ -16,6 +16,9 @@ import {
 } from 'drizzle-orm/pg-core'
 import { organizations } from './organizations'
 
+/** A spell an endpoint was disabled: from, and until (null: it still is). ISO times. */
+export type EndpointPause = [string, string | null]
+
 /** Where an organization's events are pushed (outbound webhooks). */
 export const webhookEndpoints = pgTable(
   'webhook_endpoints',
@@ -40,6 +43,11 @@ export const webhookEndpoints = pgTable(
     // Start of the current run of failed attempts (null after a success): five days of it disable.
     failingSince: timestamp('failing_since', { withTimezone: true, mode: 'date' }),
     disabledReason: text('disabled_reason'),
+    // The spells it was disabled, [from, until or null] as ISO times, oldest first (drizzle/0020): the
+    // delivery worker fans a lead event out after its lead committed (drizzle/0019), and gives it to
+    // the endpoints enabled at the event's time, which is what these tell. Spells that ended longer
+    // than LOG_RETENTION_DAYS ago are dropped at the next disable (no such event is left).
+    pauses: jsonb('pauses').$type<EndpointPause[]>().notNull().default(sql`'[]'::jsonb`),
     createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull(),
     updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'date' }).notNull(),
   },

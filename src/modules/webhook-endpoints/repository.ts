@@ -117,9 +117,13 @@ export class WebhookEndpointsRepository {
   }
 
   async update(organizationId: string, id: string, changes: EndpointChanges): Promise<EndpointRow | null> {
+    const pauses =
+      changes.enabled === undefined || changes.updatedAt === undefined
+        ? {}
+        : { pauses: pausesAfter(changes.enabled, changes.updatedAt, this.ctx.config.logRetentionDays) }
     const [row] = await this.ctx.db
       .update(webhookEndpoints)
-      .set(changes)
+      .set({ ...changes, ...pauses })
       .where(and(eq(webhookEndpoints.organizationId, organizationId), eq(webhookEndpoints.id, id)))
       .returning()
     return row ?? null
@@ -310,6 +314,27 @@ export class WebhookEndpointsRepository {
     const rows = await sqlRows<{ queued: number }>(db, ENQUEUE_SQL(event))
     return Number(rows[0]?.queued ?? 0)
   }
+}
+
+/**
+ * The endpoint's `pauses` once `enabled` is set to `enabled` at `now` (an UPDATE's SET reads the old
+ * row): turning it off opens a spell (and drops spells that ended more than `retentionDays` ago),
+ * turning it on closes the open one, setting it as it is changes nothing.
+ */
+function pausesAfter(enabled: boolean, now: Date, retentionDays: number) {
+  const at = now.toISOString()
+  const cutoff = new Date(now.getTime() - retentionDays * 24 * 3_600_000).toISOString()
+  const pauses = webhookEndpoints.pauses
+  return sql`case
+    when ${webhookEndpoints.enabled} and not ${enabled}::boolean then
+      (select coalesce(jsonb_agg(p.spell order by p.n), '[]'::jsonb)
+         from jsonb_array_elements(${pauses}) with ordinality as p(spell, n)
+         where p.spell->>1 is null or (p.spell->>1)::timestamptz > ${cutoff}::timestamptz)
+      || jsonb_build_array(jsonb_build_array(${at}::text, null))
+    when not ${webhookEndpoints.enabled} and ${enabled}::boolean and jsonb_array_length(${pauses}) > 0 then
+      jsonb_set(${pauses}, array[(jsonb_array_length(${pauses}) - 1)::text, '1'], to_jsonb(${at}::text))
+    else ${pauses}
+  end`
 }
 
 /** The database or a transaction: where enqueue() writes. */
@@ -509,7 +534,8 @@ export class DeliveryQueueRepository {
       this.ctx.db,
       sql`with disabled as (
          update webhook_endpoints set enabled = false, disabled_reason = 'failing_for_5_days',
-           updated_at = ${now.toISOString()}::timestamptz
+           updated_at = ${now.toISOString()}::timestamptz,
+           pauses = ${pausesAfter(false, now, this.ctx.config.logRetentionDays)}
          where id = ${endpointId}::uuid and enabled and failing_since <= ${failingBefore.toISOString()}::timestamptz
          returning id, organization_id, url, failing_since
        ), given_up as (
@@ -585,11 +611,13 @@ select * from claimed order by endpoint_id, message_id`
 }
 
 // The endpoint rule is ingest_leads()'s, which wrote the message only when an endpoint took it, applied
-// again now: enabled, the event type subscribed (empty: all), the submitting source accepted (empty:
-// all), and created by the event's time (an endpoint created since gets no older events). An endpoint
-// disabled or changed between the lead's commit and its fan-out (milliseconds; seconds after a
-// saturated spell, docs/webhooks.md) is taken as it is now. The delivery is due at the event's time,
-// as when the lead's transaction wrote it. The key conflict cannot happen (a message is fanned out
+// to the endpoint as it was at the event's time: created by then and not disabled then (its `pauses`,
+// drizzle/0020), the event type subscribed (empty: all), the submitting source accepted (empty: all).
+// The fan-out comes milliseconds after the lead's commit, or minutes after a saturated spell
+// (docs/webhooks.md), and an endpoint disabled meanwhile must not lose what it took: its delivery waits
+// as its pending ones do, and one disabled for failing five days gets it as `failed`, as its pending
+// ones became (`recover` sends them again). A filter changed meanwhile applies as it is now. The
+// delivery is due at the event's time, as when the lead's transaction wrote it. The key conflict cannot happen (a message is fanned out
 // once, under its row lock) but costs nothing to guard. As in the claim, every read of the messages
 // is a LIMIT over the partial index or a TID scan of the rows it locked: stale statistics (the table
 // grows by thousands of rows a second) cannot turn it into a scan of every message
@@ -605,13 +633,18 @@ with taken as (
 ), done as (
   update webhook_messages m set fan_out_pending = false from taken t where m.ctid = t.row_id and m.id = t.id
 ), queued as (
-  insert into webhook_deliveries (message_id, endpoint_id, organization_id, event_type, next_attempt_at, created_at)
-  select t.id, e.id, t.organization_id, t.event_type, t.created_at, t.created_at
+  insert into webhook_deliveries (message_id, endpoint_id, organization_id, event_type, next_attempt_at, created_at,
+    status)
+  select t.id, e.id, t.organization_id, t.event_type, t.created_at, t.created_at,
+    case when not e.enabled and e.disabled_reason = 'failing_for_5_days' then 'failed' else 'pending' end
   from taken t
-  join webhook_endpoints e on e.organization_id = t.organization_id and e.enabled
+  join webhook_endpoints e on e.organization_id = t.organization_id
+    and e.created_at <= t.created_at
+    and not exists (
+      select 1 from jsonb_array_elements(e.pauses) p
+      where (p->>0)::timestamptz <= t.created_at and (p->>1 is null or t.created_at < (p->>1)::timestamptz))
     and (e.event_types = '[]'::jsonb or e.event_types ? t.event_type)
     and (e.source_ids = '[]'::jsonb or e.source_ids ? t.source_id::text)
-    and e.created_at <= t.created_at
   on conflict do nothing
   returning 1
 )

@@ -100,6 +100,8 @@ export class WebhookEndpointsService {
       eventTypes: body.event_types ?? [],
       sourceIds: sourceIds ?? [],
       enabled: body.enabled ?? true,
+      // Created disabled: disabled from the start, for the fan-out's rule (repository.ts FAN_OUT).
+      pauses: body.enabled === false ? [[now.toISOString(), null]] : [],
       secretCiphertext: this.ctx.secretBox.seal(secret),
       createdAt: now,
       updatedAt: now,
