@@ -1,4 +1,4 @@
-import { and, count, desc, eq, inArray, lt, max, sql } from 'drizzle-orm'
+import { and, count, desc, eq, inArray, lt, max, type SQL, sql } from 'drizzle-orm'
 import type { AppContext } from '../../context'
 import type { Database } from '../../db/client'
 import { sqlRows } from '../../db/rows'
@@ -340,8 +340,14 @@ function pausesAfter(enabled: boolean, now: Date, retentionDays: number) {
 /** The database or a transaction: where enqueue() writes. */
 export type Executor = Pick<Database, 'execute'>
 
-// The endpoint choice is the same rule as ingest_leads() applies to lead events (drizzle/functions/ingest_leads.sql):
-// enabled, the event type subscribed (empty: all), the source accepted (empty: all).
+// An endpoint `e` takes an event: the type subscribed (empty: all), and the source accepted (empty:
+// all; an event of no source passes). One rule for enqueue() and the fan-out; ingest_leads()
+// (drizzle/functions/ingest_leads.sql) applies the same one to decide whether to write a lead event.
+const subscribesTo = (eventType: SQL) => sql`(e.event_types = '[]'::jsonb or e.event_types ? ${eventType})`
+const acceptsSource = (sourceId: SQL) =>
+  sql`(${sourceId} is null or e.source_ids = '[]'::jsonb or e.source_ids ? ${sourceId}::text)`
+
+// The endpoint choice: enabled, and the rule above (a ping ignores the type filter).
 const ENQUEUE_SQL = (e: NewEvent) => {
   const data = JSON.stringify(e.data)
   const createdAt = e.createdAt.toISOString()
@@ -354,8 +360,8 @@ with targets as (
   where e.organization_id = ${e.organizationId}::uuid and e.enabled
     and (${endpointId}::uuid is null or e.id = ${endpointId}::uuid)
     and (${exceptEndpointId}::uuid is null or e.id <> ${exceptEndpointId}::uuid)
-    and (${endpointId}::uuid is not null or e.event_types = '[]'::jsonb or e.event_types ? ${e.type}::text)
-    and (${sourceId}::uuid is null or e.source_ids = '[]'::jsonb or e.source_ids ? ${sourceId}::text)
+    and (${endpointId}::uuid is not null or ${subscribesTo(sql`${e.type}::text`)})
+    and ${acceptsSource(sql`${sourceId}::uuid`)}
 ), message as (
   insert into webhook_messages (id, organization_id, event_type, payload, created_at)
   select ${e.id}::uuid, ${e.organizationId}::uuid, ${e.type}::text, ${data}::jsonb, ${createdAt}::timestamptz where exists (select 1 from targets)
@@ -617,8 +623,8 @@ select * from claimed order by endpoint_id, message_id`
 // (docs/webhooks.md), and an endpoint disabled meanwhile must not lose what it took: its delivery waits
 // as its pending ones do, and one disabled for failing five days gets it as `failed`, as its pending
 // ones became (`recover` sends them again). A filter changed meanwhile applies as it is now. The
-// delivery is due at the event's time, as when the lead's transaction wrote it. The key conflict cannot happen (a message is fanned out
-// once, under its row lock) but costs nothing to guard. As in the claim, every read of the messages
+// delivery is due at the event's time, as when the lead's transaction wrote it. The key conflict
+// cannot happen (a message is fanned out once, under its row lock) but costs nothing to guard. As in the claim, every read of the messages
 // is a LIMIT over the partial index or a TID scan of the rows it locked: stale statistics (the table
 // grows by thousands of rows a second) cannot turn it into a scan of every message
 // (test/integration/webhook-claim-plan.test.ts).
@@ -643,8 +649,8 @@ with taken as (
     and not exists (
       select 1 from jsonb_array_elements(e.pauses) p
       where (p->>0)::timestamptz <= t.created_at and (p->>1 is null or t.created_at < (p->>1)::timestamptz))
-    and (e.event_types = '[]'::jsonb or e.event_types ? t.event_type)
-    and (e.source_ids = '[]'::jsonb or e.source_ids ? t.source_id::text)
+    and ${subscribesTo(sql`t.event_type`)}
+    and ${acceptsSource(sql`t.source_id`)}
   on conflict do nothing
   returning 1
 )
