@@ -10,7 +10,8 @@
 -- outcome `rate_limited` and writes nothing; its caller answers 429 and counts it with the other
 -- 429s), skips items whose source was deleted meanwhile (they get no row back: 404), writes the
 -- lead, its delivery-log entry and, when an enabled endpoint of the organization takes it, the
--- outbound webhook message in the same transaction. Every row carries the key's window after the item
+-- outbound webhook message in the same transaction. A lead the group creates takes its
+-- submission's log id as its own (the caller sends one id per item). Every row carries the key's window after the item
 -- (remaining, reset_ms: the X-RateLimit headers).
 -- The source lock is exclusive since the limit moved here (drizzle/0013): the window's read and
 -- write must not interleave. It still makes a source's delete wait for its writers
@@ -18,7 +19,8 @@
 -- source at one counted request a second.
 -- History: drizzle/0001, 0003, 0005, 0006, 0007, 0009, 0011, 0013, 0015 (the outbox in the main statement),
 -- 0018 (a lead event's lead in columns, not a built payload), 0019 (the message only: the worker
--- fans it out to deliveries).
+-- fans it out to deliveries); since, in place: a created lead's id is its log id, and its event does
+-- not copy it (leads_keep_event_snapshot).
 -- The row type grew (remaining, reset_ms) with 0013: CREATE OR REPLACE cannot change it.
 DROP FUNCTION IF EXISTS ingest_leads(jsonb);
 --> statement-breakpoint
@@ -89,7 +91,7 @@ BEGIN
   -- is gone, so the join also leaves those out.
   items AS (
     SELECT x.*, r.remaining, r.reset_ms FROM jsonb_to_recordset(p_items) AS x(
-      idx integer, organization_id uuid, source_id uuid, new_lead_id uuid, log_id uuid, first_name text,
+      idx integer, organization_id uuid, source_id uuid, log_id uuid, first_name text,
       last_name text, email text, email_normalized text, phone_raw text, phone_e164 text, status text,
       custom_fields jsonb, attribution jsonb, received_at timestamptz, client_ip text, origin text,
       user_agent text, body_bytes integer, body text, body_truncated boolean, duration_ms real)
@@ -108,7 +110,7 @@ BEGIN
   inserted AS (
     INSERT INTO leads (id, organization_id, source_id, first_name, last_name, email, email_normalized, phone_raw,
       phone_e164, status, custom_fields, attribution, created_at, updated_at)
-    SELECT m.new_lead_id, m.organization_id, m.source_id, m.first_name, m.last_name, m.email, m.email_normalized,
+    SELECT m.log_id, m.organization_id, m.source_id, m.first_name, m.last_name, m.email, m.email_normalized,
       m.phone_raw, m.phone_e164, m.status, m.custom_fields, m.attribution, m.received_at, m.received_at
     FROM matched m WHERE m.existing_id IS NULL
   ),
@@ -152,7 +154,7 @@ BEGIN
       lead_id, client_ip, origin, user_agent, body_bytes, body, body_truncated, spam_reasons, duration_ms, repeat_count)
     SELECT m.log_id, m.source_id, m.organization_id, m.received_at, 'POST', 200,
       CASE WHEN m.existing_id IS NULL THEN 'created' ELSE 'updated' END, NULL,
-      COALESCE(m.existing_id, m.new_lead_id), m.client_ip, m.origin, m.user_agent, m.body_bytes, m.body,
+      COALESCE(m.existing_id, m.log_id), m.client_ip, m.origin, m.user_agent, m.body_bytes, m.body,
       m.body_truncated, '[]'::jsonb,
       -- the request's time so far plus this transaction's, up to now
       m.duration_ms + (extract(epoch FROM clock_timestamp() - now()) * 1000)::real, 1
@@ -169,28 +171,21 @@ BEGIN
   -- one delivery per endpoint when it takes it (DeliveryQueueRepository.fanOut, the same endpoint
   -- rule), off the lead's wait. Here a lead event costs its row and two b-tree entries (the key and
   -- the fan-out index), where a delivery per endpoint added a heap tuple and two more.
-  -- The message keeps the lead as this transaction leaves it, in columns (drizzle/0018: its `data` is
-  -- rendered when read, webhook_message_payload()). A created lead is exactly the submission's fields
-  -- (created_at = updated_at = received_at; no other item of the group can touch it, items sharing
-  -- a dedup key fail the group); an updated one is the merge, from RETURNING. The source's name is
+  -- The message keeps the lead as this transaction leaves it (drizzle/0018: its `data` is rendered
+  -- when read, webhook_message_payload()). An updated lead is the merge, from RETURNING, in the
+  -- message's lead_* columns. A created lead is not copied: it is the lead row itself, which has the
+  -- message's id (a created lead's id is its submission's log id), until something first changes or
+  -- deletes that row, whose trigger copies it into the message then (leads_keep_event_snapshot):
+  -- ~110 bytes of WAL less per lead event than the copy (docs/benchmarks.md). The source's name is
   -- read here, in the lead's transaction.
   messages AS (
     INSERT INTO webhook_messages (id, organization_id, event_type, created_at, lead_id, lead_source_id,
       lead_first_name, lead_last_name, lead_email, lead_phone_raw, lead_phone_e164, lead_status,
       lead_custom_fields, lead_attribution, lead_created_at, lead_updated_at, source_id, source_name,
       fan_out_pending)
-    SELECT m.log_id, m.organization_id, m.event_type, m.received_at,
-      COALESCE(u.id, m.new_lead_id), COALESCE(u.source_id, m.source_id),
-      CASE WHEN u.id IS NULL THEN m.first_name ELSE u.first_name END,
-      CASE WHEN u.id IS NULL THEN m.last_name ELSE u.last_name END,
-      CASE WHEN u.id IS NULL THEN m.email ELSE u.email END,
-      CASE WHEN u.id IS NULL THEN m.phone_raw ELSE u.phone_raw END,
-      CASE WHEN u.id IS NULL THEN m.phone_e164 ELSE u.phone_e164 END,
-      CASE WHEN u.id IS NULL THEN m.status ELSE u.status END,
-      CASE WHEN u.id IS NULL THEN m.custom_fields ELSE u.custom_fields END,
-      CASE WHEN u.id IS NULL THEN m.attribution ELSE u.attribution END,
-      COALESCE(u.created_at, m.received_at), COALESCE(u.updated_at, m.received_at), m.source_id, src.name,
-      true
+    SELECT m.log_id, m.organization_id, m.event_type, m.received_at, COALESCE(u.id, m.log_id), u.source_id,
+      u.first_name, u.last_name, u.email, u.phone_raw, u.phone_e164, u.status, u.custom_fields, u.attribution,
+      u.created_at, u.updated_at, m.source_id, src.name, true
     FROM (SELECT mm.*, CASE WHEN mm.existing_id IS NULL THEN 'lead.created' ELSE 'lead.updated' END AS event_type
           FROM matched mm WHERE v_webhook_events) m
     LEFT JOIN updated u ON u.id = m.existing_id
@@ -201,7 +196,7 @@ BEGIN
         AND (e.event_types = '[]'::jsonb OR e.event_types ? m.event_type)
         AND (e.source_ids = '[]'::jsonb OR e.source_ids ? m.source_id::text))
   )
-  SELECT m.idx, COALESCE(m.existing_id, m.new_lead_id),
+  SELECT m.idx, COALESCE(m.existing_id, m.log_id),
     CASE WHEN m.existing_id IS NULL THEN 'created' ELSE 'updated' END, v_webhook_events, m.remaining, m.reset_ms
   FROM matched m
   UNION ALL

@@ -91,7 +91,6 @@ export async function ingestConflictingGroup(
     idx,
     organization_id: organizationId,
     source_id: sourceId,
-    new_lead_id: crypto.randomUUID(),
     log_id: crypto.randomUUID(),
     email: address,
     email_normalized: address,

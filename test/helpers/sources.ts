@@ -1,6 +1,5 @@
 import { expect } from 'bun:test'
 import postgres from 'postgres'
-import { newId } from '../../src/lib/ids'
 import { uniqueEmail } from './emails'
 import { call, makeSignedInApp, type makeTestApp } from './test-app'
 
@@ -40,15 +39,17 @@ export function expectJsonHeaders(response: Response) {
   expect(response.headers.get('x-ratelimit-reset')).toMatch(/^\d+$/)
 }
 
-/** One item of ingest_leads(jsonb), as the inbound repository builds it (repository.ts ingestItem). */
+/**
+ * One item of ingest_leads(jsonb), as the inbound repository builds it (repository.ts ingestItem):
+ * `leadId` is its log id, which a lead it creates takes.
+ */
 export function ingestItem(organizationId: string, sourceId: string, leadId: string) {
   const address = uniqueEmail('race')
   return {
     idx: 0,
     organization_id: organizationId,
     source_id: sourceId,
-    new_lead_id: leadId,
-    log_id: newId(),
+    log_id: leadId,
     first_name: null,
     last_name: null,
     email: address,

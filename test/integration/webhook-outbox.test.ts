@@ -224,6 +224,89 @@ describe('webhook outbox: lead events written with the lead', () => {
     expect(messages[0]!.payload.source).toEqual({ id: source.id, name: 'Contact form' })
   })
 
+  // A lead.created message does not copy its lead: it is rendered from the lead row until something
+  // first writes that row, when the trigger leads_keep_event_snapshot copies it in. The class is
+  // "every writer of leads": each one the product has, and a bare statement for any other.
+  type Setup = Awaited<ReturnType<typeof setup>>
+  const writers: Array<[string, (s: Setup, leadId: string, address: string) => Promise<void>]> = [
+    [
+      'a merge through the inbound route',
+      async ({ app, apiKey }, leadId, address) => {
+        const merged = await post(app, apiKey, { email: address, first_name: 'Grace', status: 'won' })
+        expect(await merged.json()).toMatchObject({ status: 'updated', lead_id: leadId })
+      },
+    ],
+    [
+      "the API's edit",
+      async ({ app, token }, leadId) => {
+        const edited = await call(app, token, 'PATCH', `/api/v2/leads/${leadId}`, { status: 'qualified' })
+        expect(edited.status).toBe(200)
+      },
+    ],
+    [
+      "the API's edit, twice",
+      async ({ app, token }, leadId) => {
+        for (const status of ['qualified', 'won']) {
+          const edited = await call(app, token, 'PATCH', `/api/v2/leads/${leadId}`, { status })
+          expect(edited.status).toBe(200)
+        }
+      },
+    ],
+    [
+      "the API's delete",
+      async ({ app, token }, leadId) => {
+        expect((await call(app, token, 'DELETE', `/api/v2/leads/${leadId}`)).status).toBe(204)
+      },
+    ],
+    [
+      'its source deleted (the lead released: source_id null), then an edit',
+      async ({ app, token, source }, leadId) => {
+        expect((await call(app, token, 'DELETE', `/api/webhook/sources/${source.id}`)).status).toBe(204)
+        const edited = await call(app, token, 'PATCH', `/api/v2/leads/${leadId}`, { first_name: 'Edited' })
+        expect(edited.status).toBe(200)
+      },
+    ],
+    [
+      'a bare UPDATE that leaves updated_at alone',
+      async ({ ctx }, leadId) => {
+        await ctx.db.execute(sql`UPDATE leads SET custom_fields = '{"x": 1}' WHERE id = ${leadId}`)
+      },
+    ],
+  ]
+  for (const [label, write] of writers) {
+    test(`lead.created after ${label}: the lead as it was created`, async () => {
+      const s = await setup()
+      const address = email()
+      const response = await post(s.app, s.apiKey, {
+        first_name: 'Ada',
+        email: address,
+        status: 'new',
+        company: 'Engines',
+      })
+      const { lead_id: leadId } = await response.json()
+      const asCreated = await (await call(s.app, s.token, 'GET', `/api/v2/leads/${leadId}`)).json()
+      const [before] = (await outboxOf(s.ctx, s.organization.id)).messages
+      // Not copied on the lead path: the message has the lead's id and no lead columns of its own.
+      expect(before).toMatchObject({ id: leadId, leadId, leadFirstName: null, leadCreatedAt: null })
+      expect(before!.payload.lead).toEqual(asCreated)
+
+      await write(s, leadId, address)
+
+      const [after] = (await outboxOf(s.ctx, s.organization.id)).messages
+      expect(after).toMatchObject({
+        id: leadId,
+        eventType: 'lead.created',
+        leadFirstName: 'Ada',
+        leadCreatedAt: new Date(asCreated.created_at),
+        payload: {
+          lead: asCreated,
+          source: { id: s.source.id, name: 'Contact form' },
+          delivery_log_id: leadId,
+        },
+      })
+    })
+  }
+
   // [label, endpoints, deliveries expected, whether the worker is woken (an enabled endpoint exists)]
   const filters: Array<[string, Array<Partial<CreateEndpointBody> | 'other-source'>, number, boolean]> = [
     ['no endpoint', [], 0, false],

@@ -28,7 +28,7 @@ function heldRepository() {
             resolve(
               items.map((item) => ({
                 idx: item.idx,
-                lead_id: item.new_lead_id,
+                lead_id: item.log_id,
                 outcome: 'created' as const,
                 webhook_events: false,
                 remaining: 59,

@@ -22,7 +22,10 @@ export interface IngestItem extends RequestColumns {
   idx: number
   organization_id: string
   source_id: string
-  new_lead_id: string
+  /**
+   * The submission's delivery-log entry; a lead it creates takes the same id, and so does that
+   * lead's `lead.created` message (leads_keep_event_snapshot finds the message by it).
+   */
   log_id: string
   first_name: string | null
   last_name: string | null
@@ -66,7 +69,6 @@ export function ingestItem(
     idx: 0,
     organization_id: source.organizationId,
     source_id: source.id,
-    new_lead_id: newId(),
     log_id: newId(),
     first_name: lead.firstName,
     last_name: lead.lastName,
