@@ -88,6 +88,7 @@ describe('repeatable migrations (drizzle/functions)', () => {
         sql`SELECT tgname FROM pg_trigger WHERE NOT tgisinternal ORDER BY tgname`,
       )
       expect(triggers.map((row) => row.tgname)).toEqual([
+        'leads_keep_event_snapshot',
         'organizations_delete_leads',
         'webhook_endpoints_delete_deliveries',
         'webhook_sources_release_rows',
