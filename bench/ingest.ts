@@ -52,7 +52,8 @@ export { checkoutBaseline, runTag }
  *                                  is drained: the drain time and exactly-once check are recorded
  *   --replicas N                   every contender as N processes on one port (SO_REUSEPORT)
  *   --quick                        one level, one round, short runs: a check, not a measurement
- * And in the environment: BENCH_ORDER=mirror (even rounds in reverse order instead of rotated) and
+ * And in the environment: BENCH_ORDER=mirror (even rounds in reverse order instead of rotated; each
+ * service of this checkout then sends to a second key set of its database in even rounds) and
  * BENCH_CHECKPOINT_BETWEEN=1 (a CHECKPOINT before every run), for a server that drifts over a run.
  */
 const { values: cli } = parseArgs({
@@ -287,6 +288,36 @@ export async function giveServicesOwnKeys(
 }
 
 /**
+ * With BENCH_ORDER=mirror the first contender ends every even round and starts the next odd one (and
+ * the last contender the reverse): two runs back to back, the second on keys whose minute the first
+ * has just spent. A12 (2026-11-26) lost two levels of the service's round 3 to 429s that way. So in
+ * mirrored order every service contender whose database this checkout made gets a second key set in
+ * the same database (`newKeySet`), used in even rounds (databaseOfRound): every service alike, so
+ * the variants compared keep equal databases. A baseline's database is its own commit's; it gets
+ * none (the first and last contenders are never baselines: variants come first, handlers last).
+ */
+export async function giveEvenRoundsOwnKeys(
+  contenders: Contender[],
+  newKeySet: (contender: Contender) => Promise<BenchDatabase>,
+  order: 'rotate' | 'mirror' = ORDER,
+): Promise<Contender[]> {
+  if (order !== 'mirror') return contenders
+  const result: Contender[] = []
+  for (const contender of contenders)
+    result.push(
+      contender.kind === 'service' && contender.database && !contender.checkout
+        ? { ...contender, evenRounds: await newKeySet(contender) }
+        : contender,
+    )
+  return result
+}
+
+/** The database and key set a contender runs on in round `round` (1-based); none: the shared one. */
+export function databaseOfRound(contender: Contender, round: number): BenchDatabase | undefined {
+  return round % 2 === 0 && contender.evenRounds ? contender.evenRounds : contender.database
+}
+
+/**
  * The fewest runs of other contenders between two runs of service contenders on one key set, over
  * `rounds` rounds (Infinity when no key set is used twice). A run lasts the warm-up and every level
  * (R = 32 s by default); a minute of the limit's window that spans the end of one run on a key set
@@ -298,14 +329,16 @@ export function fewestRunsBetweenKeyReuse(
   contenders: readonly Contender[],
   rounds: number,
   sharedKeysFile: string,
+  order: 'rotate' | 'mirror' = ORDER,
 ): number {
   const lastUse = new Map<string, number>()
   let fewest = Number.POSITIVE_INFINITY
   let position = 0
   for (let round = 1; round <= rounds; round++) {
-    for (const contender of roundOrder(contenders, round)) {
+    for (const contender of roundOrder(contenders, round, order)) {
       if (contender.kind === 'service') {
-        const keySet = `${contender.database?.databaseUrl ?? ''} ${contender.database?.keysFile ?? sharedKeysFile}`
+        const database = databaseOfRound(contender, round)
+        const keySet = `${database?.databaseUrl ?? ''} ${database?.keysFile ?? sharedKeysFile}`
         const last = lastUse.get(keySet)
         if (last !== undefined) fewest = Math.min(fewest, position - last - 1)
         lastUse.set(keySet, position)
@@ -328,6 +361,10 @@ export interface Contender {
   webhookEndpoint?: boolean
   /** A database of its own (a baseline's); the others share the benchmark's. */
   database?: BenchDatabase
+  /** The same database's second key set, for the even rounds (giveEvenRoundsOwnKeys). */
+  evenRounds?: BenchDatabase
+  /** A baseline commit's checkout: its own CLI made its database, so this one adds no sources there. */
+  checkout?: string
   start(databaseUrl: string): ReturnType<typeof spawnServer>
 }
 
@@ -356,6 +393,7 @@ function serviceContender(
     kind: 'service',
     webhookEndpoint,
     database,
+    checkout: cwd,
     start: (databaseUrl) =>
       spawnService({ DATABASE_URL: databaseUrl, DATABASE_POOL_SIZE: POOL_SIZE, ...env }, spawnOptions(cwd)),
   }
@@ -560,7 +598,7 @@ export async function runIngestBenchmark(
       const order = roundOrder(contenders, round)
       for (const contender of order) {
         const isService = contender.kind === 'service'
-        const database = contender.database ?? { databaseUrl, keysFile }
+        const database = databaseOfRound(contender, round) ?? { databaseUrl, keysFile }
         if (CHECKPOINT_BETWEEN) {
           await connection(databaseUrl)`checkpoint`
           log(`checkpoint before ${contender.name}`)
@@ -745,7 +783,10 @@ if (import.meta.main) {
       )
     // Every service has a database and so a key set of its own; addKeySet stays for any that
     // would not (on one shared set a fast service right after another ran out of its keys' 60 a minute).
-    plan.contenders = await giveServicesOwnKeys([...services, ...handlers], (name) => addKeySet(shared, name))
+    plan.contenders = await giveEvenRoundsOwnKeys(
+      await giveServicesOwnKeys([...services, ...handlers], (name) => addKeySet(shared, name)),
+      (contender) => addKeySet(contender.database!, `${contender.name} even rounds`),
+    )
     const result = await runIngestBenchmark(databaseUrl, keysFile, plan)
     printIngest(result)
     // A --quick check never overwrites the committed figures of a measurement.

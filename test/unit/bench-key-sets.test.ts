@@ -2,7 +2,9 @@ import { describe, expect, test } from 'bun:test'
 import {
   type BenchDatabase,
   type Contender,
+  databaseOfRound,
   fewestRunsBetweenKeyReuse,
+  giveEvenRoundsOwnKeys,
   giveServicesOwnKeys,
   roundOrder,
 } from '../../bench/ingest'
@@ -77,6 +79,77 @@ describe('bench:ingest key sets', () => {
       expect(fewestRunsBetweenKeyReuse(contenders, 3, SHARED)).toBeGreaterThanOrEqual(1)
     },
   )
+
+  // A12 (2026-11-26): with BENCH_ORDER=mirror the first contender ends every even round and starts
+  // the next odd one, so `service` ran its rounds 2 and 3 back to back on its database's keys and was
+  // answered 429 at two levels. Every order and shape of contender list, both key-set layouts.
+  const a12 = () => [
+    contender('service', 'service', { databaseUrl: `${DATABASE}_v_default`, keysFile: 'keys-v_default.tmp' }),
+    contender('service [endpoint]', 'service', {
+      databaseUrl: `${DATABASE}_v_endpoint`,
+      keysFile: 'keys-v_endpoint.tmp',
+    }),
+    {
+      ...contender('baseline ca30638', 'service', {
+        databaseUrl: `${DATABASE}_ca30638`,
+        keysFile: 'keys-ca30638.tmp',
+      }),
+      checkout: '/tmp/lead-capture-baseline-ca30638',
+    },
+    ...handlers,
+  ]
+  const evenRoundKeys = async (one: Contender): Promise<BenchDatabase> => ({
+    ...one.database!,
+    keysFile: one.database!.keysFile.replace('.tmp', '-even.tmp'),
+  })
+
+  test('mirrored rounds on one key set per service: the first contender runs twice back to back', () => {
+    expect(fewestRunsBetweenKeyReuse(a12(), 4, SHARED, 'mirror')).toBe(0)
+  })
+
+  test.each([
+    ['mirror', 2],
+    ['mirror', 4],
+    ['mirror', 6],
+    ['rotate', 3],
+    ['rotate', 4],
+  ] as const)(
+    '%s order, %i rounds: with even-round key sets every key set has a run between its uses',
+    async (order, rounds) => {
+      for (const list of [a12(), await giveServicesOwnKeys([...services(3), ...handlers], ownKeySet)]) {
+        const contenders = await giveEvenRoundsOwnKeys(list, evenRoundKeys, order)
+        expect(fewestRunsBetweenKeyReuse(contenders, rounds, SHARED, order)).toBeGreaterThanOrEqual(1)
+      }
+    },
+  )
+
+  test('the even-round key set is the same database, its own keys, used in even rounds only', async () => {
+    const [service, , baseline] = await giveEvenRoundsOwnKeys(a12(), evenRoundKeys, 'mirror')
+    expect([1, 2, 3, 4].map((round) => databaseOfRound(service!, round)?.keysFile)).toEqual([
+      'keys-v_default.tmp',
+      'keys-v_default-even.tmp',
+      'keys-v_default.tmp',
+      'keys-v_default-even.tmp',
+    ])
+    expect(databaseOfRound(service!, 2)?.databaseUrl).toBe(`${DATABASE}_v_default`)
+    // A baseline's database is made by its own commit's CLI: no sources are added to it by this one.
+    expect(databaseOfRound(baseline!, 2)).toEqual(baseline!.database)
+    expect(handlers.map((one) => databaseOfRound(one, 2))).toEqual([undefined, undefined])
+  })
+
+  test('rotated rounds never put a contender back to back: no second key set is made', async () => {
+    const made: string[] = []
+    const given = await giveEvenRoundsOwnKeys(
+      a12(),
+      async (one) => {
+        made.push(one.name)
+        return evenRoundKeys(one)
+      },
+      'rotate',
+    )
+    expect(made).toEqual([])
+    expect(given.map((one) => databaseOfRound(one, 2))).toEqual(a12().map((one) => one.database))
+  })
 
   test('a baseline keeps its own database and keys', async () => {
     const baseline = contender('baseline abc1234', 'service', {
