@@ -52,6 +52,9 @@ export { checkoutBaseline, runTag }
  *                                  is drained: the drain time and exactly-once check are recorded
  *   --replicas N                   every contender as N processes on one port (SO_REUSEPORT)
  *   --quick                        one level, one round, short runs: a check, not a measurement
+ *   --services-only                leave the two handlers out: a run that compares service variants
+ *                                  with each other only (issue [6]'s endpoint against none) spends
+ *                                  no time on them; no handler ratios are printed
  * And in the environment: BENCH_ORDER=mirror (even rounds in reverse order instead of rotated; each
  * service of this checkout then sends to a second key set of its database in even rounds) and
  * BENCH_CHECKPOINT_BETWEEN=1 (a CHECKPOINT before every run), for a server that drifts over a run.
@@ -66,6 +69,7 @@ const { values: cli } = parseArgs({
     endpoint: { type: 'boolean', default: false },
     replicas: { type: 'string' },
     quick: { type: 'boolean', default: false },
+    'services-only': { type: 'boolean', default: false },
   },
   strict: true,
 })
@@ -640,8 +644,9 @@ export async function runIngestBenchmark(
     Object.fromEntries(
       services.map((service) => [
         service,
+        // A run without handlers (--services-only) has no ratios to them.
         Object.fromEntries(
-          HANDLERS.map((handler) => [
+          HANDLERS.filter((handler) => figures[handler]).map((handler) => [
             handler,
             round(figures[service]!.requestsPerSecond / figures[handler]!.requestsPerSecond, 3),
           ]),
@@ -761,7 +766,9 @@ if (import.meta.main) {
       plan.drain = endpoint.drain
       plan.afterService = endpoint.afterService
     }
-    const handlers = plan.contenders.filter((contender) => contender.kind === 'handler')
+    const handlers = cli['services-only']
+      ? []
+      : plan.contenders.filter((contender) => contender.kind === 'handler')
     const services = serviceVariants.map((variant) =>
       serviceContender(
         variant === 'default' ? 'service' : `service [${variant}]`,
