@@ -10,6 +10,7 @@ import {
   freshDatabase,
   log,
   medianBy,
+  outboxBacklog,
   ROOT,
   type RunningProcess,
   round,
@@ -238,8 +239,7 @@ try {
       name: 'service [endpoint]',
       ...db,
       start: async () => {
-        await admin`delete from webhook_deliveries where status = 'pending'`
-        await admin`update webhook_messages set fan_out_pending = false where fan_out_pending`
+        await (await outboxBacklog(admin)).clear()
         return spawnService({
           DATABASE_URL: db.databaseUrl,
           DATABASE_POOL_SIZE: POOL_SIZE,

@@ -11,6 +11,8 @@ import {
   log,
   medianBy,
   megabytes,
+  type OutboxBacklog,
+  outboxBacklog,
   ROOT,
   round,
   runTag,
@@ -460,25 +462,13 @@ async function withEndpoint(databaseUrls: string[]): Promise<{
     await addWebhookEndpoint(sql, `http://127.0.0.1:${receiver.port}/hook`)
   // The endpoint's database of the contender running now; none for a baseline without `--endpoint`.
   let current: postgres.Sql | undefined
-  // Since drizzle/0019 a lead event waits as a message until the worker fans it out to its
-  // deliveries: both are the backlog. A commit before it has no such column.
-  const fansOut = new Map<postgres.Sql, boolean>()
-  const hasFanOut = async (sql: postgres.Sql) => {
-    if (!fansOut.has(sql))
-      fansOut.set(
-        sql,
-        (
-          await sql`select exists (select 1 from information_schema.columns
-            where table_name = 'webhook_messages' and column_name = 'fan_out_pending') as found`
-        )[0]!.found as boolean,
-      )
-    return fansOut.get(sql)!
+  // The backlog's shape differs by commit (a baseline runs its own migrations): see outboxBacklog.
+  const backlogs = new Map<postgres.Sql, OutboxBacklog>()
+  const backlogOf = async (sql: postgres.Sql) => {
+    if (!backlogs.has(sql)) backlogs.set(sql, await outboxBacklog(sql))
+    return backlogs.get(sql)!
   }
-  const pending = async (sql: postgres.Sql) =>
-    ((await hasFanOut(sql))
-      ? await sql`select (select count(*) from webhook_deliveries where status = 'pending')::int
-            + (select count(*) from webhook_messages where fan_out_pending)::int as n`
-      : await sql`select count(*)::int as n from webhook_deliveries where status = 'pending'`)[0]!.n as number
+  const pending = async (sql: postgres.Sql) => (await backlogOf(sql)).count()
   return {
     env: { ...BENCH_WEBHOOK_ENV },
     async beforeService(contender) {
@@ -489,9 +479,7 @@ async function withEndpoint(databaseUrls: string[]): Promise<{
       pendingAtLoadEnd = 0
       drained = true
       if (!current) return
-      await current`delete from webhook_deliveries where status = 'pending'`
-      if (await hasFanOut(current))
-        await current`update webhook_messages set fan_out_pending = false where fan_out_pending`
+      await (await backlogOf(current)).clear()
       await current`update webhook_endpoints set enabled = ${contender.webhookEndpoint === true}`
     },
     async drain(label) {

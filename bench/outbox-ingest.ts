@@ -72,7 +72,8 @@ const before = migration.slice(migration.indexOf('CREATE OR REPLACE FUNCTION ing
 await sql.unsafe(before.replace('FUNCTION ingest_leads(', 'FUNCTION ingest_leads_before('))
 // BENCH_CANDIDATE_SETUP=path: SQL run once before the candidates are created (a column or table a
 // candidate writes that the migrations do not make), so a change of schema can be measured too.
-if (process.env.BENCH_CANDIDATE_SETUP) await sql.unsafe(readFileSync(process.env.BENCH_CANDIDATE_SETUP, 'utf8'))
+if (process.env.BENCH_CANDIDATE_SETUP)
+  await sql.unsafe(readFileSync(process.env.BENCH_CANDIDATE_SETUP, 'utf8'))
 for (const candidate of CANDIDATES) {
   const text = readFileSync(candidate.path, 'utf8')
   const definition = text.slice(text.indexOf('CREATE FUNCTION ingest_leads('))

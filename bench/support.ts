@@ -210,6 +210,43 @@ export const BENCH_WEBHOOK_ENV = {
   OUTBOUND_ALLOW_PRIVATE_NETWORKS: 'true',
 } as const
 
+/** An outbox's events not yet delivered, as the schema of the commit that made the database keeps them. */
+export interface OutboxBacklog {
+  /** Deliveries still pending and lead events not yet fanned out to deliveries. */
+  count(): Promise<number>
+  /** Forgets the backlog (before a contender runs): nothing is sent from the last one's. */
+  clear(): Promise<void>
+}
+
+/**
+ * Lead events wait for the worker's fan-out since drizzle/0019: as a message marked
+ * `fan_out_pending` (0019, 0020), as an id in `webhook_fan_out_queue` (0021 on); before 0019 every
+ * event was a pending delivery already. A baseline's database has its own commit's shape.
+ */
+export async function outboxBacklog(sql: postgres.Sql): Promise<OutboxBacklog> {
+  const [shape] = await sql`select
+      to_regclass('webhook_fan_out_queue') is not null as queue,
+      exists (select 1 from information_schema.columns
+        where table_name = 'webhook_messages' and column_name = 'fan_out_pending') as flag`
+  const deliveries = async () =>
+    (await sql`select count(*)::int as n from webhook_deliveries where status = 'pending'`)[0]!.n as number
+  const unfanned = shape!.queue
+    ? async () => (await sql`select count(*)::int as n from webhook_fan_out_queue`)[0]!.n as number
+    : shape!.flag
+      ? async () =>
+          (await sql`select count(*)::int as n from webhook_messages where fan_out_pending`)[0]!.n as number
+      : async () => 0
+  return {
+    count: async () => (await deliveries()) + (await unfanned()),
+    async clear() {
+      await sql`delete from webhook_deliveries where status = 'pending'`
+      if (shape!.queue) await sql`delete from webhook_fan_out_queue`
+      else if (shape!.flag)
+        await sql`update webhook_messages set fan_out_pending = false where fan_out_pending`
+    },
+  }
+}
+
 /**
  * One webhook endpoint subscribed to `lead.created` for the organization of the benchmark's sources,
  * its signing secret sealed with BENCH_SECRETS_KEY (the services get BENCH_WEBHOOK_ENV).

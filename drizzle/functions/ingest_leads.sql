@@ -10,7 +10,7 @@
 -- outcome `rate_limited` and writes nothing; its caller answers 429 and counts it with the other
 -- 429s), skips items whose source was deleted meanwhile (they get no row back: 404), writes the
 -- lead, its delivery-log entry and, when an enabled endpoint of the organization takes it, the
--- outbound webhook message in the same transaction. A lead the group creates takes its
+-- outbound webhook event (its id in the fan-out queue) in the same transaction. A lead the group creates takes its
 -- submission's log id as its own (the caller sends one id per item). Every row carries the key's window after the item
 -- (remaining, reset_ms: the X-RateLimit headers).
 -- The source lock is exclusive since the limit moved here (drizzle/0013): the window's read and
@@ -20,7 +20,8 @@
 -- History: drizzle/0001, 0003, 0005, 0006, 0007, 0009, 0011, 0013, 0015 (the outbox in the main statement),
 -- 0018 (a lead event's lead in columns, not a built payload), 0019 (the message only: the worker
 -- fans it out to deliveries); since, in place: a created lead's id is its log id, and its event does
--- not copy it (leads_keep_event_snapshot).
+-- not copy it (leads_keep_event_snapshot); 0021 (an event is its id in the fan-out queue, and a
+-- created lead's message is the worker's).
 -- The row type grew (remaining, reset_ms) with 0013: CREATE OR REPLACE cannot change it.
 DROP FUNCTION IF EXISTS ingest_leads(jsonb);
 --> statement-breakpoint
@@ -160,41 +161,46 @@ BEGIN
       m.duration_ms + (extract(epoch FROM clock_timestamp() - now()) * 1000)::real, 1
     FROM matched m
   ),
-  -- Outbound webhooks: a `lead.created` / `lead.updated` message for every stored submission that
-  -- an enabled endpoint of the organization takes (type and source). Gated by v_webhook_events, a
+  -- Outbound webhooks: a `lead.created` / `lead.updated` event for every stored submission that an
+  -- enabled endpoint of the organization takes (type and source). Gated by v_webhook_events, a
   -- parameter of the plan: a group whose organization has no enabled endpoint runs none of it (a
-  -- one-time filter), so it costs such a group nothing beyond the probe above. In this statement
-  -- since drizzle/0015 (before: a second statement that read p_items again and looked every
-  -- submission's delivery-log entry and lead up again). The message id is the delivery-log id, a
-  -- UUIDv7, so messages list in creation order.
-  -- The message only (drizzle/0019): it is marked fan_out_pending, and the delivery worker writes
-  -- one delivery per endpoint when it takes it (DeliveryQueueRepository.fanOut, the same endpoint
-  -- rule), off the lead's wait. Here a lead event costs its row and two b-tree entries (the key and
-  -- the fan-out index), where a delivery per endpoint added a heap tuple and two more.
-  -- The message keeps the lead as this transaction leaves it (drizzle/0018: its `data` is rendered
-  -- when read, webhook_message_payload()). An updated lead is the merge, from RETURNING, in the
-  -- message's lead_* columns. A created lead is not copied: it is the lead row itself, which has the
-  -- message's id (a created lead's id is its submission's log id), until something first changes or
-  -- deletes that row, whose trigger copies it into the message then (leads_keep_event_snapshot):
-  -- ~110 bytes of WAL less per lead event than the copy (docs/benchmarks.md). The source's name is
-  -- read here, in the lead's transaction.
+  -- one-time filter), so it costs such a group nothing beyond the probe above. The event's id is the
+  -- delivery-log id, a UUIDv7, so messages list in creation order.
+  events AS (
+    SELECT ev.* FROM (
+      SELECT mm.*, CASE WHEN mm.existing_id IS NULL THEN 'lead.created' ELSE 'lead.updated' END AS event_type
+      FROM matched mm WHERE v_webhook_events) ev
+    WHERE EXISTS (
+      SELECT 1 FROM webhook_endpoints e
+      WHERE e.organization_id = ev.organization_id AND e.enabled
+        AND (e.event_types = '[]'::jsonb OR e.event_types ? ev.event_type)
+        AND (e.source_ids = '[]'::jsonb OR e.source_ids ? ev.source_id::text))
+  ),
+  -- Every event is queued by its id alone (drizzle/0021): the worker's fan-out writes its message
+  -- and one delivery per endpoint when it takes it, off the lead's wait. A created lead's event is
+  -- nothing more here: the lead row is its snapshot (it has the event's id: a created lead's id is
+  -- its submission's log id), and the trigger leads_keep_event_snapshot writes the message with the
+  -- row as it was before anything first changes or deletes it; the source's name is read when the
+  -- message is written, and a source renamed or deleted first writes its queued events' messages
+  -- with the name they had (webhook_sources_keep_event_names, webhook_sources_release_rows). A key
+  -- and its b-tree entry: ~130 bytes of WAL less per lead event than the message row with the
+  -- fan-out index (docs/benchmarks.md).
+  queued AS (
+    INSERT INTO webhook_fan_out_queue (id) SELECT ev.log_id FROM events ev
+  ),
+  -- An updated lead's message is written with it: its lead is the merge, from RETURNING, in the
+  -- message's lead_* columns (drizzle/0018: its `data` is rendered when read,
+  -- webhook_message_payload()), and the source's name as this transaction reads it.
   messages AS (
     INSERT INTO webhook_messages (id, organization_id, event_type, created_at, lead_id, lead_source_id,
       lead_first_name, lead_last_name, lead_email, lead_phone_raw, lead_phone_e164, lead_status,
-      lead_custom_fields, lead_attribution, lead_created_at, lead_updated_at, source_id, source_name,
-      fan_out_pending)
-    SELECT m.log_id, m.organization_id, m.event_type, m.received_at, COALESCE(u.id, m.log_id), u.source_id,
+      lead_custom_fields, lead_attribution, lead_created_at, lead_updated_at, source_id, source_name)
+    SELECT m.log_id, m.organization_id, m.event_type, m.received_at, u.id, u.source_id,
       u.first_name, u.last_name, u.email, u.phone_raw, u.phone_e164, u.status, u.custom_fields, u.attribution,
-      u.created_at, u.updated_at, m.source_id, src.name, true
-    FROM (SELECT mm.*, CASE WHEN mm.existing_id IS NULL THEN 'lead.created' ELSE 'lead.updated' END AS event_type
-          FROM matched mm WHERE v_webhook_events) m
-    LEFT JOIN updated u ON u.id = m.existing_id
+      u.created_at, u.updated_at, m.source_id, src.name
+    FROM events m
+    JOIN updated u ON u.id = m.existing_id
     LEFT JOIN webhook_sources src ON src.id = m.source_id
-    WHERE EXISTS (
-      SELECT 1 FROM webhook_endpoints e
-      WHERE e.organization_id = m.organization_id AND e.enabled
-        AND (e.event_types = '[]'::jsonb OR e.event_types ? m.event_type)
-        AND (e.source_ids = '[]'::jsonb OR e.source_ids ? m.source_id::text))
   )
   SELECT m.idx, COALESCE(m.existing_id, m.log_id),
     CASE WHEN m.existing_id IS NULL THEN 'created' ELSE 'updated' END, v_webhook_events, m.remaining, m.reset_ms

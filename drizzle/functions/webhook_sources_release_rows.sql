@@ -10,9 +10,14 @@
 -- trigger, exclusive lock on the same key), then its leads keep their data without a source and
 -- its delivery logs and its rate-limit window go (AFTER DELETE); a deleted organization takes its
 -- leads with it.
--- History: drizzle/0009, 0013 (the window).
+-- Its leads' `lead.created` events still in the fan-out queue (drizzle/0021) get their message
+-- first, with the source as it was (a queued event's message is otherwise written by the worker,
+-- which would find no source to name); releasing the leads then copies each lead into its message
+-- (leads_keep_event_snapshot).
+-- History: drizzle/0009, 0013 (the window), 0021 (the queued events' messages).
 CREATE OR REPLACE FUNCTION webhook_sources_release_rows() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
+  PERFORM webhook_sources_write_queued_events(OLD.id, OLD.name);
   UPDATE leads SET source_id = NULL WHERE source_id = OLD.id;
   DELETE FROM delivery_logs WHERE source_id = OLD.id;
   DELETE FROM inbound_rate_windows WHERE source_id = OLD.id;

@@ -91,6 +91,7 @@ describe('repeatable migrations (drizzle/functions)', () => {
         'leads_keep_event_snapshot',
         'organizations_delete_leads',
         'webhook_endpoints_delete_deliveries',
+        'webhook_sources_keep_event_names',
         'webhook_sources_release_rows',
         'webhook_sources_wait_for_writers',
       ])

@@ -115,10 +115,13 @@ describe('the delivery claim reads what it takes, whatever the statistics say', 
   }
 })
 
-// The fan-out (drizzle/0019) runs at every claim too, over a table that keeps every message for
-// LOG_RETENTION_DAYS: it must read the lead events it takes, never the messages already fanned out.
+// The fan-out (drizzle/0019, its queue since 0021) runs at every claim too, next to tables that keep
+// every message for LOG_RETENTION_DAYS and every lead: it must read the lead events it takes (a
+// LIMIT over the queue's key, a key lookup of each one's message and lead), never the messages or
+// leads of events fanned out long ago.
 describe('the fan-out reads what it takes, whatever the statistics say', () => {
   const DONE = 20_000
+  const QUEUED = 20_000
   const FAN_OUT_LIMIT = 32
   for (const statistics of ['taken before the backlog', 'taken with the backlog'] as const) {
     test(`statistics ${statistics}`, async () => {
@@ -126,42 +129,68 @@ describe('the fan-out reads what it takes, whatever the statistics say', () => {
       const { ctx, services } = await makeTestApp({ clock })
       const { organization } = await createSignedInUser(ctx)
       await createWebhookEndpoint(services, organization.id)
-      const at = new Date(clock.now() - 60_000).toISOString()
-      const addMessages = (count: number, pending: boolean) =>
+      // after the endpoint's creation, which takes only events from then on
+      const at = new Date(clock.now()).toISOString()
+      // Created leads and their events: fanned out long ago (a message each, nothing queued) or
+      // waiting in the queue (the lead only: the fan-out writes the message). The queue's backlog is
+      // as large as the rest: a saturated spell leaves hundreds of thousands, and a plan that read
+      // all of them for each batch would make the drain quadratic (a small queue is read whole,
+      // rightly: a few pages).
+      const addEvents = (count: number, queued: boolean) =>
         ctx.db.execute(sql`
-          insert into webhook_messages (id, organization_id, event_type, payload, created_at, fan_out_pending)
-          select gen_random_uuid(), ${organization.id}::uuid, 'lead.created', '{}'::jsonb,
-            ${at}::timestamptz + n * interval '1 ms', ${pending}::boolean
-          from generate_series(1, ${count}::int) n`)
-      await addMessages(DONE, false)
+          with added as (
+            select gen_random_uuid() as id, ${at}::timestamptz + n * interval '1 ms' as at
+            from generate_series(1, ${count}::int) n
+          ), leads_added as (
+            insert into leads (id, organization_id, email, email_normalized, created_at, updated_at)
+            select id, ${organization.id}::uuid, id || '@example.com', id || '@example.com', at, at from added
+          ), messages_added as (
+            insert into webhook_messages (id, organization_id, event_type, created_at, lead_id)
+            select id, ${organization.id}::uuid, 'lead.created', at, id from added where not ${queued}::boolean
+          )
+          insert into webhook_fan_out_queue (id) select id from added where ${queued}::boolean`)
+      await addEvents(DONE, false)
       if (statistics === 'taken before the backlog') {
         await ctx.db.execute(sql`analyze webhook_messages`)
-        await addMessages(DONE / 10, true)
+        await ctx.db.execute(sql`analyze leads`)
+        await ctx.db.execute(sql`analyze webhook_fan_out_queue`)
+        await addEvents(QUEUED, true)
       } else {
-        await addMessages(DONE / 10, true)
+        await addEvents(QUEUED, true)
         await ctx.db.execute(sql`analyze webhook_messages`)
+        await ctx.db.execute(sql`analyze leads`)
+        await ctx.db.execute(sql`analyze webhook_fan_out_queue`)
       }
       // Other tests' lead events would be taken too (the fan-out is every organization's): only
-      // this test's are left pending.
+      // this test's are left queued.
       await ctx.db.execute(
-        sql`update webhook_messages set fan_out_pending = false
-            where fan_out_pending and organization_id <> ${organization.id}::uuid`,
+        sql`delete from webhook_fan_out_queue q
+            where not exists (select 1 from leads l where l.id = q.id and l.organization_id = ${organization.id}::uuid)`,
       )
       const top = await explainAnalyze(ctx, fanOutStatement(FAN_OUT_LIMIT))
-      const messageReads = reads('webhook_messages', top)
-      expect(messageReads.length).toBeGreaterThan(0)
-      expect(messageReads.filter((read) => read.rows > 2 * FAN_OUT_LIMIT)).toEqual([])
-      // EXPLAIN ANALYZE ran it: a batch taken, one delivery each.
-      const [left] = await sqlRows<{ n: number }>(
+      for (const relation of ['webhook_fan_out_queue', 'webhook_messages', 'leads']) {
+        const found = reads(relation, top)
+        expect({ relation, read: found.length > 0 }).toEqual({ relation, read: true })
+        expect(found.filter((read) => read.rows > 2 * FAN_OUT_LIMIT)).toEqual([])
+      }
+      // EXPLAIN ANALYZE ran it: a batch taken, its messages written, one delivery each.
+      const [left] = await sqlRows<{ queued: number; messages: number; deliveries: number }>(
         ctx.db,
-        sql`select count(*)::int as n from webhook_messages
-            where organization_id = ${organization.id}::uuid and fan_out_pending`,
+        sql`select (select count(*) from webhook_fan_out_queue)::int as queued,
+            (select count(*) from webhook_messages where organization_id = ${organization.id}::uuid)::int as messages,
+            (select count(*) from webhook_deliveries where organization_id = ${organization.id}::uuid)::int as deliveries`,
       )
-      expect(Number(left!.n)).toBe(DONE / 10 - FAN_OUT_LIMIT)
+      expect(left).toEqual({
+        queued: QUEUED - FAN_OUT_LIMIT,
+        messages: DONE + FAN_OUT_LIMIT,
+        deliveries: FAN_OUT_LIMIT,
+      })
       await ctx.db.execute(
         sql`delete from webhook_endpoints where organization_id = ${organization.id}::uuid`,
       )
+      await ctx.db.execute(sql`delete from webhook_fan_out_queue`)
       await ctx.db.execute(sql`delete from webhook_messages where organization_id = ${organization.id}::uuid`)
+      await ctx.db.execute(sql`delete from leads where organization_id = ${organization.id}::uuid`)
     }, 60_000)
   }
 })

@@ -1,6 +1,7 @@
 import { afterEach, beforeAll, describe, expect, test } from 'bun:test'
-import { and, count, eq, inArray } from 'drizzle-orm'
+import { and, count, eq, inArray, sql } from 'drizzle-orm'
 import type { AppContext } from '../../src/context'
+import { sqlRows } from '../../src/db/rows'
 import { webhookDeliveries, webhookEndpoints, webhookMessages } from '../../src/db/schema'
 import { FakeClock } from '../../src/lib/clock'
 import { newId } from '../../src/lib/ids'
@@ -100,10 +101,12 @@ async function pendingOf(ctx: AppContext, endpointId: string) {
 }
 
 async function notFannedOut(ctx: AppContext, organizationId: string): Promise<number> {
-  const [row] = await ctx.db
-    .select({ n: count() })
-    .from(webhookMessages)
-    .where(and(eq(webhookMessages.organizationId, organizationId), eq(webhookMessages.fanOutPending, true)))
+  // The queue keeps ids only (drizzle/0021): the organization's are its delivery logs' ids.
+  const [row] = await sqlRows<{ n: number }>(
+    ctx.db,
+    sql`select count(*)::int as n from webhook_fan_out_queue q
+      where exists (select 1 from delivery_logs d where d.id = q.id and d.organization_id = ${organizationId})`,
+  )
   return row?.n ?? 0
 }
 

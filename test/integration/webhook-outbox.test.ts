@@ -1,6 +1,7 @@
 import { beforeAll, describe, expect, test } from 'bun:test'
 import { asc, eq, getTableColumns, sql } from 'drizzle-orm'
 import type { AppContext } from '../../src/context'
+import { sqlRows } from '../../src/db/rows'
 import { deliveryLogs, webhookDeliveries, webhookMessages } from '../../src/db/schema'
 import { FakeClock } from '../../src/lib/clock'
 import { ingestItem } from '../../src/modules/inbound/repository'
@@ -47,6 +48,19 @@ async function setup(endpoints: Array<Partial<CreateEndpointBody> | 'other-sourc
 const fanOut = (ctx: AppContext, limit = 1000) => new DeliveryQueueRepository(ctx).fanOut(limit)
 
 async function outboxOf(ctx: AppContext, organizationId: string) {
+  // The lead events still in the fan-out queue (drizzle/0021): the queue keeps ids only, so the
+  // organization's are found by its delivery logs (an event's id is its submission's log id), its
+  // leads (a created lead's id is its event's: a deleted source takes its logs) and its messages.
+  const queued = (
+    await sqlRows<{ id: string }>(
+      ctx.db,
+      sql`select q.id from webhook_fan_out_queue q
+        where exists (select 1 from delivery_logs d where d.id = q.id and d.organization_id = ${organizationId})
+          or exists (select 1 from leads l where l.id = q.id and l.organization_id = ${organizationId})
+          or exists (select 1 from webhook_messages m where m.id = q.id and m.organization_id = ${organizationId})
+        order by q.id`,
+    )
+  ).map((row) => row.id)
   // Each message with its data as the worker sends it (a lead event's is rendered from its columns).
   const messages = await ctx.db
     .select({ ...getTableColumns(webhookMessages), payload: messageData })
@@ -57,7 +71,7 @@ async function outboxOf(ctx: AppContext, organizationId: string) {
     .select()
     .from(webhookDeliveries)
     .where(eq(webhookDeliveries.organizationId, organizationId))
-  return { messages, deliveries }
+  return { queued, messages, deliveries }
 }
 
 describe('webhook outbox: lead events written with the lead', () => {
@@ -74,22 +88,20 @@ describe('webhook outbox: lead events written with the lead', () => {
     const { lead_id: leadId } = await response.json()
     const lead = await (await call(app, token, 'GET', `/api/v2/leads/${leadId}`)).json()
     const [log] = await ctx.db.select().from(deliveryLogs).where(eq(deliveryLogs.leadId, leadId))
-    const { messages, deliveries: before } = await outboxOf(ctx, organization.id)
+    // The lead's transaction queued the event by its id only (drizzle/0021); the worker's fan-out
+    // writes its message (from the lead row) and the delivery, due at the event's time.
+    expect(await outboxOf(ctx, organization.id)).toEqual({ queued: [log!.id], messages: [], deliveries: [] })
+    clock.advance(5000)
+    expect(await fanOut(ctx)).toEqual({ messages: 1, deliveries: 1 })
+    const { queued, messages, deliveries } = await outboxOf(ctx, organization.id)
+    expect(queued).toEqual([])
     expect(messages).toHaveLength(1)
     expect(messages[0]).toMatchObject({
       id: log!.id,
       eventType: 'lead.created',
       payload: { lead, source: { id: source.id, name: 'Contact form' }, delivery_log_id: log!.id },
-      createdAt: new Date(clock.now()),
-      fanOutPending: true,
+      createdAt: new Date(clock.now() - 5000),
     })
-    // The lead's transaction wrote the message only; the worker's fan-out writes the delivery, due
-    // at the event's time, and marks the message done.
-    expect(before).toEqual([])
-    clock.advance(5000)
-    expect(await fanOut(ctx)).toEqual({ messages: 1, deliveries: 1 })
-    const { messages: after, deliveries } = await outboxOf(ctx, organization.id)
-    expect(after.map((message) => message.fanOutPending)).toEqual([false])
     expect(await fanOut(ctx)).toEqual({ messages: 0, deliveries: 0 })
     expect(deliveries).toEqual([
       expect.objectContaining({
@@ -171,6 +183,11 @@ describe('webhook outbox: lead events written with the lead', () => {
       ['updated', true],
       ['updated', true],
     ])
+    // Queued, the created lead's message is the fan-out's to write; the merges' are written already.
+    const queued = await outboxOf(ctx, organization.id)
+    expect(queued.queued).toEqual(expect.arrayContaining(items.map((item) => item.log_id)))
+    expect(queued.messages.map((message) => message.id)).not.toContain(items[0]!.log_id)
+    await fanOut(ctx)
     const { messages } = await outboxOf(ctx, organization.id)
     const byId = new Map(messages.map((message) => [message.id, message]))
     const lead = async (id: string) => (await call(app, token, 'GET', `/api/v2/leads/${id}`)).json()
@@ -273,38 +290,53 @@ describe('webhook outbox: lead events written with the lead', () => {
       },
     ],
   ]
+  // Each writer before the worker's fan-out (the event still queued: the trigger writes the message
+  // with the copy) and after it (the fan-out's message: the trigger fills the copy in).
   for (const [label, write] of writers) {
-    test(`lead.created after ${label}: the lead as it was created`, async () => {
-      const s = await setup()
-      const address = email()
-      const response = await post(s.app, s.apiKey, {
-        first_name: 'Ada',
-        email: address,
-        status: 'new',
-        company: 'Engines',
-      })
-      const { lead_id: leadId } = await response.json()
-      const asCreated = await (await call(s.app, s.token, 'GET', `/api/v2/leads/${leadId}`)).json()
-      const [before] = (await outboxOf(s.ctx, s.organization.id)).messages
-      // Not copied on the lead path: the message has the lead's id and no lead columns of its own.
-      expect(before).toMatchObject({ id: leadId, leadId, leadFirstName: null, leadCreatedAt: null })
-      expect(before!.payload.lead).toEqual(asCreated)
+    for (const fannedOut of [false, true])
+      test(`lead.created after ${label}, ${fannedOut ? 'after' : 'before'} the fan-out: the lead as it was created`, async () => {
+        const s = await setup()
+        const address = email()
+        const response = await post(s.app, s.apiKey, {
+          first_name: 'Ada',
+          email: address,
+          status: 'new',
+          company: 'Engines',
+        })
+        const { lead_id: leadId } = await response.json()
+        const asCreated = await (await call(s.app, s.token, 'GET', `/api/v2/leads/${leadId}`)).json()
+        // Not copied on the lead path: the event is its id in the queue, with no message yet.
+        expect(await outboxOf(s.ctx, s.organization.id)).toMatchObject({ queued: [leadId], messages: [] })
+        if (fannedOut) {
+          expect(await fanOut(s.ctx)).toEqual({ messages: 1, deliveries: 1 })
+          // The fan-out's message has the lead's id and no lead columns of its own: the lead row is it.
+          const [before] = (await outboxOf(s.ctx, s.organization.id)).messages
+          expect(before).toMatchObject({ id: leadId, leadId, leadFirstName: null, leadCreatedAt: null })
+          expect(before!.payload.lead).toEqual(asCreated)
+        }
 
-      await write(s, leadId, address)
+        await write(s, leadId, address)
 
-      const [after] = (await outboxOf(s.ctx, s.organization.id)).messages
-      expect(after).toMatchObject({
-        id: leadId,
-        eventType: 'lead.created',
-        leadFirstName: 'Ada',
-        leadCreatedAt: new Date(asCreated.created_at),
-        payload: {
-          lead: asCreated,
-          source: { id: s.source.id, name: 'Contact form' },
-          delivery_log_id: leadId,
-        },
+        // Whichever came first, the fan-out sends the message as the trigger left it.
+        if (!fannedOut) {
+          // (a merge queues its own lead.updated beside it)
+          const { queued } = await outboxOf(s.ctx, s.organization.id)
+          expect(queued[0]).toBe(leadId)
+          expect(await fanOut(s.ctx)).toEqual({ messages: queued.length, deliveries: queued.length })
+        }
+        const [after] = (await outboxOf(s.ctx, s.organization.id)).messages
+        expect(after).toMatchObject({
+          id: leadId,
+          eventType: 'lead.created',
+          leadFirstName: 'Ada',
+          leadCreatedAt: new Date(asCreated.created_at),
+          payload: {
+            lead: asCreated,
+            source: { id: s.source.id, name: 'Contact form' },
+            delivery_log_id: leadId,
+          },
+        })
       })
-    })
   }
 
   // [label, endpoints, deliveries expected, whether the worker is woken (an enabled endpoint exists)]
@@ -328,10 +360,11 @@ describe('webhook outbox: lead events written with the lead', () => {
       let wakes = 0
       services.deliverySignal.subscribe(() => wakes++)
       expect((await post(app, apiKey, { email: email() })).status).toBe(200)
-      const { messages } = await outboxOf(ctx, organization.id)
-      expect(messages).toHaveLength(expected > 0 ? 1 : 0)
+      expect((await outboxOf(ctx, organization.id)).queued).toHaveLength(expected > 0 ? 1 : 0)
       expect(await fanOut(ctx)).toEqual({ messages: expected > 0 ? 1 : 0, deliveries: expected })
-      const { deliveries } = await outboxOf(ctx, organization.id)
+      const { queued, messages, deliveries } = await outboxOf(ctx, organization.id)
+      expect(queued).toEqual([])
+      expect(messages).toHaveLength(expected > 0 ? 1 : 0)
       expect(deliveries).toHaveLength(expected)
       // The worker is woken only when the organization has an enabled endpoint.
       expect(wakes).toBe(woken ? 1 : 0)
@@ -365,8 +398,9 @@ describe('webhook outbox: lead events written with the lead', () => {
     const { ctx, organization, source } = await setup()
     const refused = await ingestConflictingGroup(ctx, organization.id, source.id)
     expect(refused).toMatchObject({ code: 'LC409' })
-    const { messages, deliveries } = await outboxOf(ctx, organization.id)
-    expect({ messages: messages.length, deliveries: deliveries.length }).toEqual({
+    const { queued, messages, deliveries } = await outboxOf(ctx, organization.id)
+    expect({ queued: queued.length, messages: messages.length, deliveries: deliveries.length }).toEqual({
+      queued: 0,
       messages: 0,
       deliveries: 0,
     })
@@ -483,27 +517,68 @@ describe('webhook outbox: lead events written with the lead', () => {
   test('oldest first, at most the limit per statement, each message once', async () => {
     const { app, ctx, organization, apiKey } = await setup()
     for (let i = 0; i < 5; i++) expect((await post(app, apiKey, { email: email() })).status).toBe(200)
-    const { messages } = await outboxOf(ctx, organization.id)
+    const { queued } = await outboxOf(ctx, organization.id)
+    expect(queued).toHaveLength(5)
     expect(await fanOut(ctx, 2)).toEqual({ messages: 2, deliveries: 2 })
     let { deliveries } = await outboxOf(ctx, organization.id)
-    expect(deliveries.map((delivery) => delivery.messageId).sort()).toEqual(
-      messages.slice(0, 2).map((message) => message.id),
-    )
+    expect(deliveries.map((delivery) => delivery.messageId).sort()).toEqual(queued.slice(0, 2))
+    expect((await outboxOf(ctx, organization.id)).queued).toEqual(queued.slice(2))
     // Concurrent fan-outs (two replicas' workers): SKIP LOCKED shares the rest, none twice.
     const shares = await Promise.all([fanOut(ctx, 2), fanOut(ctx, 2), fanOut(ctx, 2)])
     expect(shares.reduce((sum, share) => sum + share.messages, 0)).toBe(3)
     ;({ deliveries } = await outboxOf(ctx, organization.id))
-    expect(deliveries.map((delivery) => delivery.messageId).sort()).toEqual(
-      messages.map((message) => message.id),
-    )
+    expect(deliveries.map((delivery) => delivery.messageId).sort()).toEqual(queued)
   })
 
+  // A queued event whose organization is gone: its lead went with it (the trigger wrote the message
+  // first), its endpoints too, so the fan-out takes it off the queue and delivers nothing.
+  test('an organization deleted while its events are queued: the fan-out drops them', async () => {
+    const { app, ctx, organization, apiKey } = await setup()
+    const { lead_id: leadId } = await (await post(app, apiKey, { email: email() })).json()
+    expect((await outboxOf(ctx, organization.id)).queued).toEqual([leadId])
+    await ctx.database.query('delete from organizations where id = $1', [organization.id])
+    expect(await fanOut(ctx)).toEqual({ messages: 1, deliveries: 0 })
+    expect(await outboxOf(ctx, organization.id)).toMatchObject({ queued: [], deliveries: [] })
+  })
+
+  // The name a lead event gives its source is the one it had when the lead was stored: a rename or
+  // a delete before the fan-out writes the queued events' messages with it.
+  for (const change of ['renamed', 'deleted'] as const)
+    test(`a source ${change} while its lead's event is queued: delivered with the name it had`, async () => {
+      const { app, ctx, organization, token, source, apiKey } = await setup()
+      const { lead_id: leadId } = await (await post(app, apiKey, { email: email() })).json()
+      const asCreated = await (await call(app, token, 'GET', `/api/v2/leads/${leadId}`)).json()
+      expect((await outboxOf(ctx, organization.id)).queued).toEqual([leadId])
+      const changed =
+        change === 'renamed'
+          ? await call(app, token, 'PATCH', `/api/webhook/sources/${source.id}`, { name: 'Renamed form' })
+          : await call(app, token, 'DELETE', `/api/webhook/sources/${source.id}`)
+      expect(changed.status).toBe(change === 'renamed' ? 200 : 204)
+      expect(await fanOut(ctx)).toEqual({ messages: 1, deliveries: 1 })
+      const { queued, messages, deliveries } = await outboxOf(ctx, organization.id)
+      expect(queued).toEqual([])
+      expect(deliveries.map((delivery) => delivery.messageId)).toEqual([leadId])
+      expect(messages).toHaveLength(1)
+      expect(messages[0]!.payload).toEqual({
+        lead: asCreated,
+        source: { id: source.id, name: 'Contact form' },
+        delivery_log_id: leadId,
+      })
+    })
+
+  // Queued events with a message already: an updated lead's (written with it) and the created
+  // lead's (written by the trigger before the merge changed the lead).
   test('retention never deletes a lead event that is not fanned out yet, whatever its age', async () => {
     const { app, ctx, clock, organization, apiKey } = await setup()
-    expect((await post(app, apiKey, { email: email() })).status).toBe(200)
+    const address = email()
+    expect((await post(app, apiKey, { email: address })).status).toBe(200)
+    expect((await post(app, apiKey, { email: address, first_name: 'Grace' })).status).toBe(200)
+    const before = await outboxOf(ctx, organization.id)
+    expect(before.queued).toHaveLength(2)
+    expect(before.messages.map((message) => message.id)).toEqual(before.queued)
     clock.advance((ctx.config.logRetentionDays + 1) * 24 * 3_600_000)
     await purgeExpiredMessages(ctx)
-    expect((await outboxOf(ctx, organization.id)).messages).toHaveLength(1)
-    expect(await fanOut(ctx)).toEqual({ messages: 1, deliveries: 1 })
+    expect((await outboxOf(ctx, organization.id)).messages).toHaveLength(2)
+    expect(await fanOut(ctx)).toEqual({ messages: 2, deliveries: 2 })
   })
 })

@@ -93,24 +93,31 @@ export const webhookMessages = pgTable(
     // The submission's source, which for a merge into an older lead can differ from the lead's.
     sourceId: uuid('source_id'),
     sourceName: text('source_name'),
-    // A lead event not yet fanned out to its endpoints' deliveries (drizzle/0019): ingest_leads()
-    // writes the message only, and the worker creates the deliveries when it takes it.
-    fanOutPending: boolean('fan_out_pending').notNull().default(false),
   },
   // No index on organization_id (dropped in drizzle/0015): no query reads messages by organization
   // (listing goes through an endpoint's deliveries, retention by age), and ingest_leads() paid for it
   // on every lead event.
   (table) => [
-    // The worker's fan-out: the lead events it has not yet turned into deliveries, oldest first.
-    // One b-tree entry per lead event on the lead path, where a delivery row cost a heap tuple and
-    // two (docs/webhooks.md "Cost on the lead path").
-    index('webhook_messages_fan_out_idx').on(table.id).where(sql`${table.fanOutPending}`),
     check(
       'webhook_messages_payload_or_lead',
       sql`${table.payload} is not null or ${table.leadId} is not null`,
     ),
   ],
 )
+
+/**
+ * The lead events the delivery worker has not yet taken (drizzle/0021): one row per event, its id
+ * alone (the message id: the submission's delivery-log id), written by ingest_leads() in the lead's
+ * transaction and deleted by the worker's fan-out, which writes the event's message (a created
+ * lead's, from the lead row; an updated lead's was written with it) and its deliveries. It is the
+ * whole of a `lead.created` event on the lead path: a 16-byte key and its b-tree entry, where a
+ * message row and two b-tree entries cost ~130 bytes of WAL more per lead and most of one endpoint's
+ * cost at saturation (docs/webhooks.md "Cost on the lead path"). A row whose lead and message are
+ * both gone (an organization deleted meanwhile) is dropped by the fan-out.
+ */
+export const webhookFanOutQueue = pgTable('webhook_fan_out_queue', {
+  id: uuid('id').primaryKey(),
+})
 
 /**
  * A message on its way to one endpoint: the outbox row the worker claims. `next_attempt_at` is both

@@ -616,34 +616,54 @@ with recursive pending_endpoints(id) as (
 select * from claimed order by endpoint_id, message_id`
 }
 
-// The endpoint rule is ingest_leads()'s, which wrote the message only when an endpoint took it, applied
+// The fan-out (drizzle/0021): takes lead events from the queue by their ids, oldest first, and writes
+// what the lead's transaction left to it. A `lead.created` event's message is written here from the
+// lead row (whose id is the event's: the row is the snapshot until its first write, when the
+// trigger leads_keep_event_snapshot copies it into the message, writing the message itself if it
+// comes first) with its source's name now; a source renamed or deleted since the lead wrote its
+// queued events' messages with the name they had (webhook_sources_keep_event_names). An updated
+// lead's message, and any the trigger wrote, are taken as they are. A queued id with neither message
+// nor lead (an organization deleted meanwhile) is dropped.
+// The endpoint rule is ingest_leads()'s, which queued the event only when an endpoint took it, applied
 // to the endpoint as it was at the event's time: created by then and not disabled then (its `pauses`,
 // drizzle/0020), the event type subscribed (empty: all), the submitting source accepted (empty: all).
 // The fan-out comes milliseconds after the lead's commit, or minutes after a saturated spell
 // (docs/webhooks.md), and an endpoint disabled meanwhile must not lose what it took: its delivery waits
 // as its pending ones do, and one disabled for failing five days gets it as `failed`, as its pending
 // ones became (`recover` sends them again). A filter changed meanwhile applies as it is now. The
-// delivery is due at the event's time, as when the lead's transaction wrote it. The key conflict
-// cannot happen (a message is fanned out once, under its row lock) but costs nothing to guard. As in the claim, every read of the messages
-// is a LIMIT over the partial index or a TID scan of the rows it locked: stale statistics (the table
-// grows by thousands of rows a second) cannot turn it into a scan of every message
+// delivery is due at the event's time, as when the lead's transaction wrote it. The key conflicts
+// cannot happen (an event is fanned out once, under its queue row's lock; a trigger's message
+// written concurrently makes this insert wait for it and then do nothing) but cost nothing to guard.
+// Every read is a LIMIT over the queue's key or a key lookup per taken event: stale statistics (the
+// tables grow by thousands of rows a second) cannot turn it into a scan of every message or lead
 // (test/integration/webhook-claim-plan.test.ts).
 export const fanOutStatement = (limit: number) => sql`
 with taken as (
-  select m.ctid as row_id, m.id, m.organization_id, m.event_type, m.created_at, m.source_id
-  from webhook_messages m
-  where m.fan_out_pending
-  order by m.id
+  select q.ctid as row_id, q.id from webhook_fan_out_queue q
+  order by q.id
   limit ${limit}::int
   for update skip locked
-), done as (
-  update webhook_messages m set fan_out_pending = false from taken t where m.ctid = t.row_id and m.id = t.id
+), removed as (
+  delete from webhook_fan_out_queue q using taken t where q.ctid = t.row_id and q.id = t.id
+), events as (
+  select m.id, m.organization_id, m.event_type, m.created_at, m.source_id, false as unwritten
+  from taken t join webhook_messages m on m.id = t.id
+  union all
+  select l.id, l.organization_id, 'lead.created', l.created_at, l.source_id, true
+  from taken t join leads l on l.id = t.id
+  where not exists (select 1 from webhook_messages m where m.id = t.id)
+), written as (
+  insert into webhook_messages (id, organization_id, event_type, created_at, lead_id, source_id, source_name)
+  select ev.id, ev.organization_id, ev.event_type, ev.created_at, ev.id, ev.source_id, s.name
+  from events ev left join webhook_sources s on s.id = ev.source_id
+  where ev.unwritten
+  on conflict (id) do nothing
 ), queued as (
   insert into webhook_deliveries (message_id, endpoint_id, organization_id, event_type, next_attempt_at, created_at,
     status)
   select t.id, e.id, t.organization_id, t.event_type, t.created_at, t.created_at,
     case when not e.enabled and e.disabled_reason = 'failing_for_5_days' then 'failed' else 'pending' end
-  from taken t
+  from events t
   join webhook_endpoints e on e.organization_id = t.organization_id
     and e.created_at <= t.created_at
     and not exists (

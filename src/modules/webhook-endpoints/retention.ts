@@ -46,8 +46,9 @@ export async function purgeExpiredMessages(
          delete from webhook_messages where id in (
            select m.id from webhook_messages m
            where m.created_at < ${cutoff}::timestamptz
-             -- A lead event the worker has not fanned out yet is as pending as a delivery.
-             and not m.fan_out_pending
+             -- A lead event the worker has not fanned out yet is as pending as a delivery: an updated
+             -- lead's message, or one a trigger wrote, while its id waits in the fan-out queue.
+             and not exists (select 1 from webhook_fan_out_queue q where q.id = m.id)
              -- A delivery's created_at is its message's, so the loop above took every old one
              -- but the pending ones of live endpoints: those are found through the organization's
              -- endpoints and the deliveries' key (no index on message_id alone, drizzle/0016: it
