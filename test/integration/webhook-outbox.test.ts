@@ -1,5 +1,6 @@
 import { beforeAll, describe, expect, test } from 'bun:test'
 import { asc, eq, getTableColumns, sql } from 'drizzle-orm'
+import postgres from 'postgres'
 import type { AppContext } from '../../src/context'
 import { sqlRows } from '../../src/db/rows'
 import { deliveryLogs, webhookDeliveries, webhookMessages } from '../../src/db/schema'
@@ -529,6 +530,47 @@ describe('webhook outbox: lead events written with the lead', () => {
     ;({ deliveries } = await outboxOf(ctx, organization.id))
     expect(deliveries.map((delivery) => delivery.messageId).sort()).toEqual(queued)
   })
+
+  // The trigger and the fan-out writing one event's message at once (PostgreSQL only: PGlite runs
+  // one statement at a time). The lead's first write holds its transaction open after the trigger
+  // wrote the message with the copy; the fan-out, which read the queue before that commit, waits on
+  // the message's key, then leaves the trigger's row as it is and writes the delivery.
+  test.skipIf(!process.env.DATABASE_URL)(
+    "a fan-out racing the lead's first write: the event is the lead as it was created",
+    async () => {
+      const { app, ctx, organization, token, apiKey } = await setup()
+      const { lead_id: leadId } = await (
+        await post(app, apiKey, { email: email(), first_name: 'Ada' })
+      ).json()
+      const asCreated = await (await call(app, token, 'GET', `/api/v2/leads/${leadId}`)).json()
+      const writer = postgres(process.env.DATABASE_URL!, { max: 1, onnotice: () => {} })
+      try {
+        let fanning: ReturnType<typeof fanOut> | undefined
+        let settledEarly = false
+        await writer.begin(async (tx) => {
+          await tx`update leads set first_name = 'Edited', updated_at = now() where id = ${leadId}`
+          fanning = fanOut(ctx)
+          void fanning.then(() => {
+            settledEarly = true
+          })
+          await Bun.sleep(300)
+        })
+        // It waited for the writer's commit…
+        expect(settledEarly).toBe(false)
+        expect(await fanning!).toEqual({ messages: 1, deliveries: 1 })
+      } finally {
+        await writer.end()
+      }
+      // …and the event is the lead as created, not as edited.
+      const { queued, messages, deliveries } = await outboxOf(ctx, organization.id)
+      expect(queued).toEqual([])
+      expect(deliveries.map((delivery) => delivery.messageId)).toEqual([leadId])
+      expect(messages.map((message) => message.payload.lead)).toEqual([asCreated])
+      expect((await (await call(app, token, 'GET', `/api/v2/leads/${leadId}`)).json()).first_name).toBe(
+        'Edited',
+      )
+    },
+  )
 
   // A queued event whose organization is gone: its lead went with it (the trigger wrote the message
   // first), its endpoints too, so the fan-out takes it off the queue and delivers nothing.
