@@ -1,0 +1,206 @@
+-- ingest_leads(jsonb): its one current definition (a repeatable migration).
+-- Applied after the versioned migrations whenever this file's checksum changes
+-- (src/db/repeatable.ts, docs/architecture.md "SQL functions"): edit it in place, keep every
+-- statement re-runnable (CREATE OR REPLACE).
+--
+-- The group commit of the inbound route (src/modules/inbound/repository.ts): every item of a group
+-- in one set-based statement. It takes the dedup keys' and each item's source's advisory locks
+-- (all exclusive) in one global order, fails a group whose items share a dedup key (LC409: the
+-- caller splits it), applies the per-key limit (inbound_rate_take: an item over it is refused with
+-- outcome `rate_limited` and writes nothing; its caller answers 429 and counts it with the other
+-- 429s), skips items whose source was deleted meanwhile (they get no row back: 404), writes the
+-- lead, its delivery-log entry and, when an enabled endpoint of the organization takes it, the
+-- outbound webhook message in the same transaction. A lead the group creates takes its
+-- submission's log id as its own (the caller sends one id per item). Every row carries the key's window after the item
+-- (remaining, reset_ms: the X-RateLimit headers).
+-- The source lock is exclusive since the limit moved here (drizzle/0013): the window's read and
+-- write must not interleave. It still makes a source's delete wait for its writers
+-- (webhook_sources_wait_for_writers), and it is never contended at scale: the limit keeps any one
+-- source at one counted request a second.
+-- History: drizzle/0001, 0003, 0005, 0006, 0007, 0009, 0011, 0013, 0015 (the outbox in the main statement),
+-- 0018 (a lead event's lead in columns, not a built payload), 0019 (the message only: the worker
+-- fans it out to deliveries); since, in place: a created lead's id is its log id, and its event does
+-- not copy it (leads_keep_event_snapshot).
+-- The row type grew (remaining, reset_ms) with 0013: CREATE OR REPLACE cannot change it.
+DROP FUNCTION IF EXISTS ingest_leads(jsonb);
+--> statement-breakpoint
+CREATE FUNCTION ingest_leads(p_items jsonb)
+  RETURNS TABLE (idx integer, lead_id uuid, outcome text, webhook_events boolean, remaining integer,
+    reset_ms integer)
+LANGUAGE plpgsql
+-- Generic plans for its statements (and inbound_rate_take's, called from it), made once per
+-- connection: with the default `auto` a one-lead call cost ~880 µs of PostgreSQL CPU against ~480
+-- with generic plans (the plan cache planned the statements again on every call it judged a custom
+-- plan cheaper), and at 1,000 leads/s nearly every group is one lead; at groups of 40 the cost was
+-- the same (docs/benchmarks.md "PostgreSQL per lead"). An ANALYZE still invalidates the plans.
+SET plan_cache_mode = force_generic_plan
+AS $$
+DECLARE
+  v_duplicates bigint;
+  v_locked bigint;
+  v_webhook_events boolean;
+  v_rate_idx integer[];
+  v_rate_allowed boolean[];
+  v_rate_remaining integer[];
+  v_rate_reset integer[];
+BEGIN
+  WITH keys AS (
+    SELECT 'e:' || (e->>'organization_id') || ':' || (e->>'email_normalized') AS key
+      FROM jsonb_array_elements(p_items) e WHERE e->>'email_normalized' IS NOT NULL
+    UNION ALL
+    SELECT 'p:' || (e->>'organization_id') || ':' || (e->>'phone_e164')
+      FROM jsonb_array_elements(p_items) e WHERE e->>'phone_e164' IS NOT NULL
+  ), locks AS (
+    SELECT DISTINCT hashtextextended('lead:' || key, 0) AS hash, false AS shared FROM keys
+    UNION
+    SELECT hashtextextended('source:' || (e->>'source_id'), 0), false FROM jsonb_array_elements(p_items) e
+  )
+  SELECT (SELECT count(*) FROM keys) - (SELECT count(DISTINCT key) FROM keys),
+    (SELECT count(CASE WHEN shared THEN pg_advisory_xact_lock_shared(hash) ELSE pg_advisory_xact_lock(hash) END)
+       FROM (SELECT hash, shared FROM locks ORDER BY hash) ordered)
+  INTO v_duplicates, v_locked;
+  IF v_duplicates <> 0 THEN
+    RAISE EXCEPTION 'two items of one group share a dedup key' USING ERRCODE = 'LC409';
+  END IF;
+
+  -- The per-key limit, after the locks (a new statement, so a new snapshot: no source deleted
+  -- before the locks were granted is counted, and items whose source is gone get no verdict).
+  SELECT array_agg(r.idx), array_agg(r.allowed), array_agg(r.remaining), array_agg(r.reset_ms)
+  INTO v_rate_idx, v_rate_allowed, v_rate_remaining, v_rate_reset
+  FROM inbound_rate_take(p_items) r;
+
+  -- Outbound webhooks (drizzle/0010): only a group whose organization has an enabled endpoint writes
+  -- events. Without endpoints this probe of a partial index is all the outbox costs a group: the
+  -- statement below writes the events in CTEs gated by its result (drizzle/0015). A first version
+  -- of drizzle/0010 wrote them there ungated (RETURNING every inserted lead, the endpoints joined
+  -- for every group) and made every group ~25% slower even when it wrote none (bench/outbox-ingest.ts).
+  SELECT EXISTS (
+    SELECT 1 FROM webhook_endpoints e
+    WHERE e.enabled AND e.organization_id IN (
+      SELECT DISTINCT (x->>'organization_id')::uuid FROM jsonb_array_elements(p_items) x)
+  ) INTO v_webhook_events;
+
+  -- A new statement, so a new snapshot: it sees every lead committed by whoever held a lock first,
+  -- and no source deleted before this group's locks were granted.
+  RETURN QUERY
+  WITH rates AS (
+    SELECT * FROM unnest(v_rate_idx, v_rate_allowed, v_rate_remaining, v_rate_reset)
+      AS r(idx, allowed, remaining, reset_ms)
+  ),
+  -- Only the items the limit admitted; inbound_rate_take gave no verdict to an item whose source
+  -- is gone, so the join also leaves those out.
+  items AS (
+    SELECT x.*, r.remaining, r.reset_ms FROM jsonb_to_recordset(p_items) AS x(
+      idx integer, organization_id uuid, source_id uuid, log_id uuid, first_name text,
+      last_name text, email text, email_normalized text, phone_raw text, phone_e164 text, status text,
+      custom_fields jsonb, attribution jsonb, received_at timestamptz, client_ip text, origin text,
+      user_agent text, body_bytes integer, body text, body_truncated boolean, duration_ms real)
+    JOIN rates r ON r.idx = x.idx AND r.allowed
+  ),
+  -- DESIGN §7: the lead with the same normalised e-mail, else the oldest with the same E.164 phone.
+  matched AS MATERIALIZED (
+    SELECT i.*, COALESCE(
+      (SELECT l.id FROM leads l WHERE l.organization_id = i.organization_id
+         AND l.email_normalized = i.email_normalized AND l.email_normalized IS NOT NULL),
+      (SELECT l.id FROM leads l WHERE l.organization_id = i.organization_id
+         AND l.phone_e164 = i.phone_e164 AND l.phone_e164 IS NOT NULL ORDER BY l.id LIMIT 1)
+    ) AS existing_id
+    FROM items i
+  ),
+  inserted AS (
+    INSERT INTO leads (id, organization_id, source_id, first_name, last_name, email, email_normalized, phone_raw,
+      phone_e164, status, custom_fields, attribution, created_at, updated_at)
+    SELECT m.log_id, m.organization_id, m.source_id, m.first_name, m.last_name, m.email, m.email_normalized,
+      m.phone_raw, m.phone_e164, m.status, m.custom_fields, m.attribution, m.received_at, m.received_at
+    FROM matched m WHERE m.existing_id IS NULL
+  ),
+  -- Fields a lead lacks are filled (first value wins), status and custom fields take the latest,
+  -- attribution stays the first non-empty one.
+  changes AS (
+    SELECT m.existing_id,
+      (array_agg(m.first_name ORDER BY m.idx) FILTER (WHERE m.first_name IS NOT NULL))[1] AS first_name,
+      (array_agg(m.last_name ORDER BY m.idx) FILTER (WHERE m.last_name IS NOT NULL))[1] AS last_name,
+      (array_agg(m.email ORDER BY m.idx) FILTER (WHERE m.email IS NOT NULL))[1] AS email,
+      (array_agg(m.email_normalized ORDER BY m.idx) FILTER (WHERE m.email_normalized IS NOT NULL))[1] AS email_normalized,
+      (array_agg(m.phone_raw ORDER BY m.idx) FILTER (WHERE m.phone_raw IS NOT NULL))[1] AS phone_raw,
+      (array_agg(m.phone_e164 ORDER BY m.idx) FILTER (WHERE m.phone_e164 IS NOT NULL))[1] AS phone_e164,
+      (array_agg(m.status ORDER BY m.idx DESC) FILTER (WHERE m.status IS NOT NULL))[1] AS status,
+      jsonb_merge_agg(m.custom_fields ORDER BY m.idx) AS custom_fields,
+      (array_agg(m.attribution ORDER BY m.idx) FILTER (WHERE m.attribution <> '{}'::jsonb))[1] AS attribution,
+      (array_agg(m.received_at ORDER BY m.idx DESC))[1] AS received_at
+    FROM matched m WHERE m.existing_id IS NOT NULL
+    GROUP BY m.existing_id
+  ),
+  updated AS (
+    UPDATE leads l SET
+      first_name = COALESCE(l.first_name, c.first_name),
+      last_name = COALESCE(l.last_name, c.last_name),
+      email = COALESCE(l.email, c.email),
+      email_normalized = COALESCE(l.email_normalized, c.email_normalized),
+      phone_raw = COALESCE(l.phone_raw, c.phone_raw),
+      phone_e164 = COALESCE(l.phone_e164, c.phone_e164),
+      status = COALESCE(c.status, l.status),
+      custom_fields = l.custom_fields || c.custom_fields,
+      attribution = CASE WHEN l.attribution = '{}'::jsonb THEN COALESCE(c.attribution, l.attribution) ELSE l.attribution END,
+      updated_at = c.received_at
+    FROM changes c WHERE l.id = c.existing_id
+    -- the merged lead, for its lead.updated payload (a later CTE would see the lead before this
+    -- update: every part of one statement reads the same snapshot)
+    RETURNING l.id, l.source_id, l.first_name, l.last_name, l.email, l.phone_raw, l.phone_e164, l.status,
+      l.custom_fields, l.attribution, l.created_at, l.updated_at
+  ),
+  logged AS (
+    INSERT INTO delivery_logs (id, source_id, organization_id, received_at, method, http_status, outcome, reason,
+      lead_id, client_ip, origin, user_agent, body_bytes, body, body_truncated, spam_reasons, duration_ms, repeat_count)
+    SELECT m.log_id, m.source_id, m.organization_id, m.received_at, 'POST', 200,
+      CASE WHEN m.existing_id IS NULL THEN 'created' ELSE 'updated' END, NULL,
+      COALESCE(m.existing_id, m.log_id), m.client_ip, m.origin, m.user_agent, m.body_bytes, m.body,
+      m.body_truncated, '[]'::jsonb,
+      -- the request's time so far plus this transaction's, up to now
+      m.duration_ms + (extract(epoch FROM clock_timestamp() - now()) * 1000)::real, 1
+    FROM matched m
+  ),
+  -- Outbound webhooks: a `lead.created` / `lead.updated` message for every stored submission that
+  -- an enabled endpoint of the organization takes (type and source). Gated by v_webhook_events, a
+  -- parameter of the plan: a group whose organization has no enabled endpoint runs none of it (a
+  -- one-time filter), so it costs such a group nothing beyond the probe above. In this statement
+  -- since drizzle/0015 (before: a second statement that read p_items again and looked every
+  -- submission's delivery-log entry and lead up again). The message id is the delivery-log id, a
+  -- UUIDv7, so messages list in creation order.
+  -- The message only (drizzle/0019): it is marked fan_out_pending, and the delivery worker writes
+  -- one delivery per endpoint when it takes it (DeliveryQueueRepository.fanOut, the same endpoint
+  -- rule), off the lead's wait. Here a lead event costs its row and two b-tree entries (the key and
+  -- the fan-out index), where a delivery per endpoint added a heap tuple and two more.
+  -- The message keeps the lead as this transaction leaves it (drizzle/0018: its `data` is rendered
+  -- when read, webhook_message_payload()). An updated lead is the merge, from RETURNING, in the
+  -- message's lead_* columns. A created lead is not copied: it is the lead row itself, which has the
+  -- message's id (a created lead's id is its submission's log id), until something first changes or
+  -- deletes that row, whose trigger copies it into the message then (leads_keep_event_snapshot):
+  -- ~110 bytes of WAL less per lead event than the copy (docs/benchmarks.md). The source's name is
+  -- read here, in the lead's transaction.
+  messages AS (
+    INSERT INTO webhook_messages (id, organization_id, event_type, created_at, lead_id, lead_source_id,
+      lead_first_name, lead_last_name, lead_email, lead_phone_raw, lead_phone_e164, lead_status,
+      lead_custom_fields, lead_attribution, lead_created_at, lead_updated_at, source_id, source_name,
+      fan_out_pending)
+    SELECT m.log_id, m.organization_id, m.event_type, m.received_at, COALESCE(u.id, m.log_id), u.source_id,
+      u.first_name, u.last_name, u.email, u.phone_raw, u.phone_e164, u.status, u.custom_fields, u.attribution,
+      u.created_at, u.updated_at, m.source_id, src.name, true
+    FROM (SELECT mm.*, CASE WHEN mm.existing_id IS NULL THEN 'lead.created' ELSE 'lead.updated' END AS event_type
+          FROM matched mm WHERE v_webhook_events) m
+    LEFT JOIN updated u ON u.id = m.existing_id
+    LEFT JOIN webhook_sources src ON src.id = m.source_id
+    WHERE EXISTS (
+      SELECT 1 FROM webhook_endpoints e
+      WHERE e.organization_id = m.organization_id AND e.enabled
+        AND (e.event_types = '[]'::jsonb OR e.event_types ? m.event_type)
+        AND (e.source_ids = '[]'::jsonb OR e.source_ids ? m.source_id::text))
+  )
+  SELECT m.idx, COALESCE(m.existing_id, m.log_id),
+    CASE WHEN m.existing_id IS NULL THEN 'created' ELSE 'updated' END, v_webhook_events, m.remaining, m.reset_ms
+  FROM matched m
+  UNION ALL
+  SELECT r.idx, NULL::uuid, 'rate_limited', v_webhook_events, r.remaining, r.reset_ms
+  FROM rates r WHERE NOT r.allowed;
+END;
+$$;
