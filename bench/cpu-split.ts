@@ -37,7 +37,8 @@ import {
  * `--endpoint` adds the service with one webhook endpoint subscribed to `lead.created` (issue [6]'s
  * one-endpoint case), its receiver in this process on loopback answering 200; this process's own CPU
  * is then the `receiver` column (it does nothing else while wrk runs). Pending deliveries are
- * deleted before each of its runs, so no run delivers another's backlog.
+ * deleted before each of its runs, so no run delivers another's backlog. `--endpoint-env
+ * NAME=value+…` (repeatable) adds that service again with more environment, same database.
  */
 const cli = parseArgs({
   options: {
@@ -46,6 +47,7 @@ const cli = parseArgs({
     pairs: { type: 'string' },
     'no-handler': { type: 'boolean' },
     endpoint: { type: 'boolean' },
+    'endpoint-env': { type: 'string', multiple: true },
   },
   allowPositionals: true,
 }).values
@@ -235,18 +237,26 @@ try {
     const admin = postgres(db.databaseUrl, { max: 1, onnotice: () => {} })
     cleanups.push(() => admin.end())
     await addWebhookEndpoint(admin, `http://127.0.0.1:${receiver.port}/hook`)
-    contenders.push({
-      name: 'service [endpoint]',
-      ...db,
-      start: async () => {
-        await (await outboxBacklog(admin)).clear()
-        return spawnService({
-          DATABASE_URL: db.databaseUrl,
-          DATABASE_POOL_SIZE: POOL_SIZE,
-          ...BENCH_WEBHOOK_ENV,
-        })
-      },
-    })
+    // `--endpoint-env NAME=value+…` (repeatable): the endpoint's service again with more environment,
+    // on the same database and endpoint (each run starts with the backlog cleared).
+    for (const spec of ['', ...(cli['endpoint-env'] ?? [])]) {
+      const env = spec
+        ? Object.fromEntries(spec.split('+').map((pair) => pair.split('=', 2) as [string, string]))
+        : {}
+      contenders.push({
+        name: spec ? `service [endpoint+${spec}]` : 'service [endpoint]',
+        ...db,
+        start: async () => {
+          await (await outboxBacklog(admin)).clear()
+          return spawnService({
+            DATABASE_URL: db.databaseUrl,
+            DATABASE_POOL_SIZE: POOL_SIZE,
+            ...BENCH_WEBHOOK_ENV,
+            ...env,
+          })
+        },
+      })
+    }
   }
   if (baseline) {
     const db = await benchDatabase(`b${baseline.label}`, baseline.dir)
