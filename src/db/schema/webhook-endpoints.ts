@@ -111,9 +111,10 @@ export const webhookMessages = pgTable(
  * transaction and deleted by the worker's fan-out, which writes the event's message (a created
  * lead's, from the lead row; an updated lead's was written with it) and its deliveries. It is the
  * whole of a `lead.created` event on the lead path: a 16-byte key and its b-tree entry, where a
- * message row and two b-tree entries cost ~130 bytes of WAL more per lead and most of one endpoint's
- * cost at saturation (docs/webhooks.md "Cost on the lead path"). A row whose lead and message are
- * both gone (an organization deleted meanwhile) is dropped by the fan-out.
+ * message row and two b-tree entries wrote ~130 bytes of WAL more per lead event (the saturated
+ * service's throughput with an endpoint did not measurably move: docs/webhooks.md "Cost on the lead
+ * path"). A row whose lead and message are both gone (an organization deleted meanwhile) is dropped
+ * by the fan-out.
  */
 export const webhookFanOutQueue = pgTable('webhook_fan_out_queue', {
   id: uuid('id').primaryKey(),
