@@ -1,5 +1,6 @@
 import { beforeAll, describe, expect, test } from 'bun:test'
 import { type SQL, sql } from 'drizzle-orm'
+import { PgDialect } from 'drizzle-orm/pg-core'
 import type { AppContext } from '../../src/context'
 import { sqlRows } from '../../src/db/rows'
 import { FakeClock } from '../../src/lib/clock'
@@ -46,6 +47,34 @@ async function explainAnalyze(ctx: AppContext, statement: SQL): Promise<PlanNode
     typeof row!['QUERY PLAN'] === 'string' ? JSON.parse(row!['QUERY PLAN']) : row!['QUERY PLAN']
   ) as Array<{ Plan: PlanNode }>
   return plan[0]!.Plan
+}
+
+/**
+ * EXPLAIN ANALYZE of `statement` as the drivers end up running it: a named prepared statement on its
+ * generic plan (postgres.js and Bun.sql prepare the worker's statements, and after a few runs
+ * PostgreSQL keeps the plan made without the parameters' values, which estimates a LIMIT $1 at a
+ * guess). An unnamed statement gets a plan for its values, which can hide what the generic one does.
+ */
+async function explainGenericPlan(ctx: AppContext, statement: SQL): Promise<PlanNode> {
+  const query = new PgDialect().sqlToQuery(statement)
+  const types = query.params.map((param) => (typeof param === 'number' ? 'int' : 'text'))
+  const values = query.params.map((param) => (typeof param === 'number' ? String(param) : `'${param}'`))
+  return ctx.db.transaction(async (tx) => {
+    await tx.execute(sql.raw('set local plan_cache_mode = force_generic_plan'))
+    await tx.execute(sql.raw(`prepare generic_plan_check(${types.join(', ')}) as ${query.sql}`))
+    try {
+      const [row] = await sqlRows<{ 'QUERY PLAN': unknown }>(
+        tx,
+        sql.raw(`explain (analyze, format json) execute generic_plan_check(${values.join(', ')})`),
+      )
+      const plan = (
+        typeof row!['QUERY PLAN'] === 'string' ? JSON.parse(row!['QUERY PLAN']) : row!['QUERY PLAN']
+      ) as Array<{ Plan: PlanNode }>
+      return plan[0]!.Plan
+    } finally {
+      await tx.execute(sql.raw('deallocate generic_plan_check'))
+    }
+  })
 }
 
 // The claim runs every 10-100 ms on a connection the lead path shares. Its cost must follow what it
@@ -167,7 +196,7 @@ describe('the fan-out reads what it takes, whatever the statistics say', () => {
         sql`delete from webhook_fan_out_queue q
             where not exists (select 1 from leads l where l.id = q.id and l.organization_id = ${organization.id}::uuid)`,
       )
-      const top = await explainAnalyze(ctx, fanOutStatement(FAN_OUT_LIMIT))
+      const top = await explainGenericPlan(ctx, fanOutStatement(FAN_OUT_LIMIT))
       for (const relation of ['webhook_fan_out_queue', 'webhook_messages', 'leads']) {
         const found = reads(relation, top)
         expect({ relation, read: found.length > 0 }).toEqual({ relation, read: true })

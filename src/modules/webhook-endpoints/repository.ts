@@ -644,18 +644,24 @@ with taken as (
   limit ${limit}::int
   for update skip locked
 ), removed as (
-  delete from webhook_fan_out_queue q using taken t where q.ctid = t.row_id and q.id = t.id
+  delete from webhook_fan_out_queue q where q.ctid = any (array(select t.row_id from taken t))
 ), events as (
-  select m.id, m.organization_id, m.event_type, m.created_at, m.source_id, false as unwritten
-  from taken t join webhook_messages m on m.id = t.id
-  union all
-  select l.id, l.organization_id, 'lead.created', l.created_at, l.source_id, true
-  from taken t join leads l on l.id = t.id
-  where not exists (select 1 from webhook_messages m where m.id = t.id)
+  -- One key lookup per taken id (OFFSET 0 keeps the subquery per row): the generic plan the drivers
+  -- settle on estimates the batch at a guess and would otherwise hash-join it against every
+  -- message and every lead (a scan of each per statement: seconds of delivery lag at 1,000 leads/s).
+  select ev.* from taken t cross join lateral (
+    select m.id, m.organization_id, m.event_type, m.created_at, m.source_id, false as unwritten
+    from webhook_messages m where m.id = t.id
+    union all
+    select l.id, l.organization_id, 'lead.created', l.created_at, l.source_id, true
+    from leads l where l.id = t.id and not exists (select 1 from webhook_messages m where m.id = t.id)
+    offset 0
+  ) ev
 ), written as (
   insert into webhook_messages (id, organization_id, event_type, created_at, lead_id, source_id, source_name)
-  select ev.id, ev.organization_id, ev.event_type, ev.created_at, ev.id, ev.source_id, s.name
-  from events ev left join webhook_sources s on s.id = ev.source_id
+  select ev.id, ev.organization_id, ev.event_type, ev.created_at, ev.id, ev.source_id,
+    (select s.name from webhook_sources s where s.id = ev.source_id)
+  from events ev
   where ev.unwritten
   on conflict (id) do nothing
 ), queued as (
