@@ -53,14 +53,17 @@ function exchange(head: string, pieces: Array<string | Uint8Array>): Promise<Raw
     const received: Buffer[] = []
     socket.on('data', (data: Buffer) => received.push(data))
     // The server may answer and close while the rest of the body is still being written (EPIPE):
-    // what counts is the response it sent.
+    // what counts is the response it sent, judged once the socket has closed (the error can come
+    // before the response's bytes have been read: CI saw that once).
+    let failure: Error | undefined
     socket.on('error', (error) => {
-      if (received.length === 0) reject(error)
+      failure = error
     })
     socket.on('close', () => {
       const text = Buffer.concat(received).toString('latin1')
       const split = text.indexOf('\r\n\r\n')
-      if (split === -1) return reject(new Error(`no HTTP response: ${JSON.stringify(text.slice(0, 200))}`))
+      if (split === -1)
+        return reject(failure ?? new Error(`no HTTP response: ${JSON.stringify(text.slice(0, 200))}`))
       const [statusLine, ...lines] = text.slice(0, split).split('\r\n')
       const headers: Record<string, string> = {}
       for (const line of lines) {
