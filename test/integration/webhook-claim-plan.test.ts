@@ -5,7 +5,11 @@ import type { AppContext } from '../../src/context'
 import { sqlRows } from '../../src/db/rows'
 import { FakeClock } from '../../src/lib/clock'
 import { newId } from '../../src/lib/ids'
-import { claimStatement, fanOutStatement } from '../../src/modules/webhook-endpoints/repository'
+import {
+  claimStatement,
+  fanOutStatement,
+  recordStatement,
+} from '../../src/modules/webhook-endpoints/repository'
 import { createSignedInUser, createWebhookEndpoint } from '../helpers/factories'
 import { makeTestApp, testDatabase } from '../helpers/test-app'
 
@@ -81,20 +85,28 @@ async function explainGenericPlan(ctx: AppContext, statement: SQL): Promise<Plan
 // takes, not the backlog: a plan chosen on statistics from before a burst (the table grows by
 // thousands of rows a second; autovacuum analyses it a minute later, or never where it is off)
 // hashed every due delivery to find the endpoints with one, ~12 ms per claim at 50,000.
-describe('the delivery claim reads what it takes, whatever the statistics say', () => {
+// Both plans the drivers run it on: the one made for its values (a statement's first runs) and the
+// generic one PostgreSQL keeps after them (which once hashed the chosen rows against a scan of
+// every delivery to update them by `ctid`). The results of the claimed batch are recorded the same
+// way, on the plan the test names.
+describe('the delivery claim and its results read what they take, whatever the statistics say', () => {
   for (const statistics of ['taken before the backlog', 'taken with the backlog'] as const) {
-    for (const priorityOnly of [false, true]) {
-      test(`statistics ${statistics}, ${priorityOnly ? 'priority claim' : 'full claim'}`, async () => {
-        // Long before any other test's clock: only this test's deliveries are due.
-        const clock = new FakeClock(Date.UTC(2002, 0, 1))
-        const { ctx, services } = await makeTestApp({ clock })
-        const { organization } = await createSignedInUser(ctx)
-        const endpoint = await createWebhookEndpoint(services, organization.id)
-        const at = new Date(clock.now() - 60_000).toISOString()
-        // Lead events never attempted; the priority claim's share of them is the retries (every
-        // hundredth attempted once before).
-        const addBacklog = (count: number) =>
-          ctx.db.execute(sql`
+    for (const priorityOnly of [false, true])
+      for (const plan of ['custom', 'generic'] as const) {
+        test(`statistics ${statistics}, ${priorityOnly ? 'priority claim' : 'full claim'}, ${plan} plan`, async () => {
+          const explain = plan === 'generic' ? explainGenericPlan : explainAnalyze
+          // Long before any other test's clock: only this test's deliveries are due.
+          const clock = new FakeClock(Date.UTC(2002, 0, 1))
+          const { ctx, services } = await makeTestApp({ clock })
+          const { organization } = await createSignedInUser(ctx)
+          const endpoint = await createWebhookEndpoint(services, organization.id)
+          // Removed whatever happens: a failed test's deliveries would be due at the next one's claim.
+          try {
+            const at = new Date(clock.now() - 60_000).toISOString()
+            // Lead events never attempted; the priority claim's share of them is the retries (every
+            // hundredth attempted once before).
+            const addBacklog = (count: number) =>
+              ctx.db.execute(sql`
           with messages as (
             insert into webhook_messages (id, organization_id, event_type, payload, created_at)
             select gen_random_uuid(), ${organization.id}::uuid, 'lead.created', '{}'::jsonb,
@@ -108,39 +120,78 @@ describe('the delivery claim reads what it takes, whatever the statistics say', 
             case when row_number() over (order by m.id) % 100 = 0 then 1 else 0 end,
             case when row_number() over (order by m.id) % 100 = 0 then m.created_at end
           from messages m`)
-        // Before: statistics of a twentieth of it (as the planner-statistics job or autovacuum
-        // leave them at the start of a burst), then the rest.
-        if (statistics === 'taken before the backlog') {
-          await addBacklog(BACKLOG / 20)
-          await ctx.db.execute(sql`analyze webhook_deliveries`)
-          await addBacklog(BACKLOG - BACKLOG / 20)
-        } else {
-          await addBacklog(BACKLOG)
-          await ctx.db.execute(sql`analyze webhook_deliveries`)
-        }
+            // Before: statistics of a twentieth of it (as the planner-statistics job or autovacuum
+            // leave them at the start of a burst), then the rest.
+            if (statistics === 'taken before the backlog') {
+              await addBacklog(BACKLOG / 20)
+              await ctx.db.execute(sql`analyze webhook_deliveries`)
+              await addBacklog(BACKLOG - BACKLOG / 20)
+            } else {
+              await addBacklog(BACKLOG)
+              await ctx.db.execute(sql`analyze webhook_deliveries`)
+            }
 
-        const options = {
-          now: new Date(clock.now()),
-          leaseUntil: new Date(clock.now() + 20_000),
-          token: newId(),
-          limit: CLAIM_LIMIT,
-          perEndpoint: CLAIM_LIMIT,
-          inFlight: {},
-          priorityOnly,
-        }
-        const top = await explainAnalyze(ctx, claimStatement(options))
-        // It claimed a full batch (EXPLAIN ANALYZE runs the update)…
-        expect(top['Actual Rows']).toBe(CLAIM_LIMIT)
-        // …and no step of it read more deliveries than a batch and the one probe per endpoint.
-        const reads = deliveryReads(top)
-        expect(reads.length).toBeGreaterThan(0)
-        expect(reads.filter((read) => read.rows > 2 * CLAIM_LIMIT)).toEqual([])
-        await ctx.db.execute(sql`delete from webhook_endpoints where id = ${endpoint.id}::uuid`)
-        await ctx.db.execute(
-          sql`delete from webhook_messages where organization_id = ${organization.id}::uuid`,
-        )
-      }, 60_000)
-    }
+            const options = {
+              now: new Date(clock.now()),
+              leaseUntil: new Date(clock.now() + 20_000),
+              token: newId(),
+              limit: CLAIM_LIMIT,
+              perEndpoint: CLAIM_LIMIT,
+              inFlight: {},
+              priorityOnly,
+            }
+            const top = await explain(ctx, claimStatement(options))
+            // It claimed a full batch (EXPLAIN ANALYZE runs the update)…
+            expect(top['Actual Rows']).toBe(CLAIM_LIMIT)
+            // …and no step of it read more deliveries than a batch and the one probe per endpoint.
+            const reads = deliveryReads(top)
+            expect(reads.length).toBeGreaterThan(0)
+            expect(reads.filter((read) => read.rows > 2 * CLAIM_LIMIT)).toEqual([])
+            const claimed = await sqlRows<{ endpoint_id: string; message_id: string }>(
+              ctx.db,
+              sql`select endpoint_id, message_id from webhook_deliveries where claim_token = ${options.token}::uuid`,
+            )
+            expect(claimed.length).toBe(CLAIM_LIMIT)
+            // Their results, as the worker records a batch of them: half delivered, half to retry.
+            const attemptedAt = new Date(clock.now())
+            const items = claimed.map((row, index) => ({
+              endpoint_id: row.endpoint_id,
+              message_id: row.message_id,
+              token: options.token,
+              status: index % 2 === 0 ? 'succeeded' : 'pending',
+              next_attempt_at: new Date(clock.now() + 5_000).toISOString(),
+              attempted_at: attemptedAt.toISOString(),
+              response_status: index % 2 === 0 ? 200 : 503,
+              attempt_id: newId(),
+              duration_ms: 12,
+              response_body: null,
+              error: null,
+              succeeded: index % 2 === 0,
+            }))
+            const recorded = await explain(ctx, recordStatement(JSON.stringify(items)))
+            expect(recorded['Actual Rows']).toBe(CLAIM_LIMIT)
+            expect(deliveryReads(recorded).filter((read) => read.rows > 2 * CLAIM_LIMIT)).toEqual([])
+            const [after] = await sqlRows<{ succeeded: number; pending: number; attempts: number }>(
+              ctx.db,
+              sql`select count(*) filter (where status = 'succeeded')::int as succeeded,
+                count(*) filter (where status = 'pending' and claim_token is null
+                  and last_attempt_at = ${attemptedAt.toISOString()}::timestamptz)::int as pending,
+                (select count(*) from webhook_attempts where endpoint_id = ${endpoint.id}::uuid)::int as attempts
+              from webhook_deliveries where endpoint_id = ${endpoint.id}::uuid`,
+            )
+            expect(after).toEqual({
+              succeeded: CLAIM_LIMIT / 2,
+              pending: CLAIM_LIMIT / 2,
+              attempts: CLAIM_LIMIT,
+            })
+          } finally {
+            await ctx.db.execute(sql`delete from webhook_endpoints where id = ${endpoint.id}::uuid`)
+            await ctx.db.execute(
+              sql`delete from webhook_messages where organization_id = ${organization.id}::uuid`,
+            )
+          }
+        }, 60_000)
+      }
   }
 })
 

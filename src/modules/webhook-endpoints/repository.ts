@@ -508,7 +508,7 @@ export class DeliveryQueueRepository {
     }))
     const rows = await sqlRows<{ endpoint_id: string; message_id: string }>(
       this.ctx.db,
-      RECORD_SQL(JSON.stringify(items)),
+      recordStatement(JSON.stringify(items)),
     )
     return new Set(rows.map((row) => `${row.endpoint_id}:${row.message_id}`))
   }
@@ -569,10 +569,12 @@ export class DeliveryQueueRepository {
 // the planner hashed every due delivery to find the endpoints that have one (~12 ms per claim at a
 // backlog of 50,000, each claim then taking ~30: the drain ran at ~1,500 events/s, bound by it).
 // Every step here is a LIMIT over the partial index, which no row estimate turns into a scan of the
-// backlog, and the update finds the rows it locked by their `ctid` (a TID scan; the lock keeps the
-// version current until the update, and the key is checked as well): joined on the key alone, stale
-// statistics hashed every delivery of the endpoint to update 32 of them (test/integration/
-// webhook-claim-plan.test.ts, embedded PGlite). SKIP LOCKED: rows another worker is claiming right now are left to it, never waited
+// backlog, and the update finds the rows it locked by their `ctid` as an array (a TID scan; the lock
+// keeps the version current until the update, and the key is checked as well when the claimed rows
+// are joined back to what was chosen): joined on the key alone, stale statistics hashed every
+// delivery of the endpoint to update 32 of them, and joined on `ctid` as a relation, the generic plan
+// the drivers settle on (a prepared statement whose LIMIT is a parameter) hashed the chosen rows
+// against a scan of every delivery (test/integration/webhook-claim-plan.test.ts, embedded PGlite). SKIP LOCKED: rows another worker is claiming right now are left to it, never waited
 // for. The endpoint's row is read for its version only; the worker reads the rest when the version
 // is new to it.
 export const claimStatement = (o: ClaimOptions) => {
@@ -606,14 +608,17 @@ with recursive pending_endpoints(id) as (
 ), claimed as (
   update webhook_deliveries d
   set next_attempt_at = ${leaseUntil}::timestamptz, claim_token = ${o.token}::uuid, attempt_count = d.attempt_count + 1
-  from chosen c, webhook_messages m
-  where d.ctid = c.row_id and d.endpoint_id = c.endpoint_id and d.message_id = c.message_id and m.id = d.message_id
-  returning d.endpoint_id, c.version as endpoint_version, d.message_id, d.organization_id, d.event_type,
+  from webhook_messages m
+  where d.ctid = any (array(select c.row_id from chosen c)) and m.id = d.message_id
+  returning d.endpoint_id, d.message_id, d.organization_id, d.event_type,
     d.attempt_count, webhook_message_payload(m)::text as payload_json, m.created_at as message_created_at
 )
 -- Sent in the order the events happened (UUIDv7 ids): an update returns its rows in the order it
 -- met them, which is the rows' place in the table, not their schedule.
-select * from claimed order by endpoint_id, message_id`
+select cl.endpoint_id, c.version as endpoint_version, cl.message_id, cl.organization_id, cl.event_type,
+  cl.attempt_count, cl.payload_json, cl.message_created_at
+from claimed cl join chosen c on c.endpoint_id = cl.endpoint_id and c.message_id = cl.message_id
+order by cl.endpoint_id, cl.message_id`
 }
 
 // The fan-out (drizzle/0021): takes lead events from the queue by their ids, oldest first, and writes
@@ -683,8 +688,13 @@ with taken as (
 select (select count(*) from taken)::int as messages, (select count(*) from queued)::int as deliveries`
 
 // The deliveries' new state, their attempts, and each endpoint's failure streak (started by its
-// first failure after its last success, ended by a success), only for claims still held.
-const RECORD_SQL = (items: string) => sql`
+// first failure after its last success, ended by a success), only for claims still held. The
+// deliveries are found by key, one lookup per result (a scalar subquery runs per row), and updated by
+// the `ctid`s found: joined to the results as a relation, the generic plan the drivers settle on
+// hashed them against a scan of every delivery (test/integration/webhook-claim-plan.test.ts). The
+// key and the claim token are checked again at the update (a row another worker changed meanwhile
+// is read in its new version, whose token no longer matches).
+export const recordStatement = (items: string) => sql`
 with input as (
   select * from jsonb_to_recordset(${items}::jsonb) as x(endpoint_id uuid, message_id uuid, token uuid, status text,
     next_attempt_at timestamptz, attempted_at timestamptz, response_status smallint, attempt_id uuid,
@@ -694,7 +704,10 @@ with input as (
   set status = i.status, next_attempt_at = i.next_attempt_at, last_attempt_at = i.attempted_at,
     last_response_status = i.response_status, claim_token = null
   from input i
-  where d.endpoint_id = i.endpoint_id and d.message_id = i.message_id and d.claim_token = i.token
+  where d.ctid = any (array(
+      select (select k.ctid from webhook_deliveries k where k.endpoint_id = r.endpoint_id and k.message_id = r.message_id)
+      from input r))
+    and d.endpoint_id = i.endpoint_id and d.message_id = i.message_id and d.claim_token = i.token
   returning d.endpoint_id, d.message_id
 ), recorded as (
   select i.* from input i join delivery d on d.endpoint_id = i.endpoint_id and d.message_id = i.message_id
