@@ -8,6 +8,7 @@ import { newId } from '../../src/lib/ids'
 import { InboundPressure, PRESSURE_ENTER_LEADS } from '../../src/modules/inbound/pressure'
 import {
   DEFERRED_CLAIM_INTERVAL_MS,
+  DEFERRED_LEAD_BATCH_INTERVAL_MS,
   DEFERRED_LEAD_EVENTS_PER_SECOND,
   RETRY_SCHEDULE_MS,
 } from '../../src/modules/webhook-endpoints/worker'
@@ -62,8 +63,9 @@ async function setup(reply?: Parameters<typeof startReceiver>[0], env?: Record<s
       )
       expect(response.status).toBe(200)
       ids.push(((await response.json()) as { lead_id: string }).lead_id)
-      // One millisecond apart: the claim's order (next_attempt_at) is then the order they came in.
-      clock.advance(1)
+      // Apart: the claim's order (next_attempt_at) is then the order they came in, and a second
+      // apart the source's key stays under its limit of 60 a minute (a floor batch is 100).
+      clock.advance(1_001)
     }
     return ids
   }
@@ -117,17 +119,28 @@ async function notFannedOut(ctx: AppContext, organizationId: string): Promise<nu
 describe('inbound first: a saturated replica defers lead events to a floor rate', () => {
   test('under pressure the worker sends lead events at its floor only, and everything once the pressure is gone', async () => {
     const { ctx, clock, organization, receiver, worker, endpoint, postLeads, saturate } = await setup()
-    const leads = await postLeads(30)
+    const perInterval = (DEFERRED_LEAD_EVENTS_PER_SECOND * DEFERRED_LEAD_BATCH_INTERVAL_MS) / 1000
+    const total = perInterval + 30
+    const leads = await postLeads(total)
     saturate(true)
 
     // The floor starts empty when a saturated spell begins: nothing yet.
     await worker.deliverDue()
     expect(leadEvents(receiver.received)).toHaveLength(0)
-
-    // One claim interval of the floor later: that many, oldest first, no more.
-    const perInterval = (DEFERRED_LEAD_EVENTS_PER_SECOND * DEFERRED_CLAIM_INTERVAL_MS) / 1000
+    // Claims a tick later take no lead event: the floor sends them a whole batch at a time, once
+    // per batch interval (each batch walks the heads of the queue and the due index).
     clock.advance(DEFERRED_CLAIM_INTERVAL_MS)
     await worker.deliverDue()
+    expect(leadEvents(receiver.received)).toHaveLength(0)
+
+    // One batch interval of the floor later: that many, oldest first, no more (claimed over the next
+    // ticks: an endpoint takes IN_FLIGHT_PER_ENDPOINT at a time).
+    clock.advance(DEFERRED_LEAD_BATCH_INTERVAL_MS - DEFERRED_CLAIM_INTERVAL_MS)
+    await worker.deliverDue()
+    for (let tick = 0; tick < 8; tick++) {
+      clock.advance(DEFERRED_CLAIM_INTERVAL_MS / 2)
+      await worker.deliverDue()
+    }
     const firstBatch = leadEvents(receiver.received)
     expect(firstBatch).toHaveLength(perInterval)
     // The oldest (the floor takes the queue in id order); they are sent at once, so they may
@@ -135,17 +148,21 @@ describe('inbound first: a saturated replica defers lead events to a floor rate'
     expect(firstBatch.map((entry) => leadIdOf(entry)).sort()).toEqual(leads.slice(0, perInterval).sort())
     // Only the floor's share was fanned out to deliveries (drizzle/0019): the rest wait in the queue.
     expect(await pendingOf(ctx, endpoint.id)).toHaveLength(0)
-    expect(await notFannedOut(ctx, organization.id)).toBe(30 - perInterval)
+    expect(await notFannedOut(ctx, organization.id)).toBe(total - perInterval)
+    // The batch's budget is spent: claims before the next interval send none.
+    clock.advance(DEFERRED_CLAIM_INTERVAL_MS)
+    await worker.deliverDue()
+    expect(leadEvents(receiver.received)).toHaveLength(perInterval)
 
     // The saturation ends: the rest goes at the next claim, whatever the floor's budget.
     saturate(false)
     await worker.deliverDue()
     const all = leadEvents(receiver.received)
-    expect(all).toHaveLength(30)
+    expect(all).toHaveLength(total)
     // Each lead's event exactly once, with its message id as webhook-id on the wire.
     expect(all.map((entry) => leadIdOf(entry)).sort()).toEqual([...leads].sort())
     const ids = all.map((entry) => entry.headers['webhook-id']!)
-    expect(new Set(ids).size).toBe(30)
+    expect(new Set(ids).size).toBe(total)
     for (const entry of all)
       expect(entry.headers['webhook-id']).toBe(entry.json.data.delivery_log_id as string)
     expect(await pendingOf(ctx, endpoint.id)).toHaveLength(0)
@@ -154,7 +171,7 @@ describe('inbound first: a saturated replica defers lead events to a floor rate'
       .select({ id: webhookDeliveries.messageId, attempts: webhookDeliveries.attemptCount })
       .from(webhookDeliveries)
       .where(and(eq(webhookDeliveries.endpointId, endpoint.id), inArray(webhookDeliveries.messageId, ids)))
-    expect(succeeded).toHaveLength(30)
+    expect(succeeded).toHaveLength(total)
     expect(succeeded.every((row) => row.attempts === 1)).toBe(true)
   })
 
@@ -170,17 +187,30 @@ describe('inbound first: a saturated replica defers lead events to a floor rate'
 
   test('the floor keeps the backlog moving however long the saturation lasts', async () => {
     const { receiver, clock, worker, postLeads, saturate } = await setup()
-    await postLeads(25)
+    const perInterval = (DEFERRED_LEAD_EVENTS_PER_SECOND * DEFERRED_LEAD_BATCH_INTERVAL_MS) / 1000
+    const total = 2 * perInterval + perInterval / 2
+    await postLeads(total)
     saturate(true)
     await worker.deliverDue()
-    // Every interval of a saturated spell sends the floor's share, oldest first, until none is left.
-    for (let second = 1; second <= 3; second++) {
-      clock.advance(DEFERRED_CLAIM_INTERVAL_MS * 2)
-      await worker.deliverDue()
-      expect(leadEvents(receiver.received)).toHaveLength(
-        Math.min(25, (second * 2 * DEFERRED_CLAIM_INTERVAL_MS * DEFERRED_LEAD_EVENTS_PER_SECOND) / 1000),
-      )
+    // Every batch interval of a saturated spell sends the floor's share, oldest first, until none is
+    // left; the claims between them send none.
+    // A batch goes out once per batch interval, its claims spread over the ticks after it (an
+    // endpoint takes IN_FLIGHT_PER_ENDPOINT at a time): halfway through each interval, every earlier
+    // batch and no more.
+    const ticks = DEFERRED_LEAD_BATCH_INTERVAL_MS / DEFERRED_CLAIM_INTERVAL_MS
+    for (let interval = 1; interval <= 3; interval++) {
+      for (let tick = 0; tick < ticks; tick++) {
+        clock.advance(DEFERRED_CLAIM_INTERVAL_MS)
+        await worker.deliverDue()
+        if (tick === ticks / 2 - 1)
+          expect(leadEvents(receiver.received)).toHaveLength(Math.min(total, (interval - 1) * perInterval))
+      }
     }
+    for (let tick = 0; tick < ticks / 2; tick++) {
+      clock.advance(DEFERRED_CLAIM_INTERVAL_MS)
+      await worker.deliverDue()
+    }
+    expect(leadEvents(receiver.received)).toHaveLength(total)
   })
 
   // What a saturated replica still sends at once, ahead of the lead events' backlog.

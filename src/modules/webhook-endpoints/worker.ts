@@ -55,6 +55,16 @@ export const DEFERRED_CLAIM_INTERVAL_MS = 100
  */
 export const FAN_OUT_BATCH = 1000
 export const DEFERRED_LEAD_EVENTS_PER_SECOND = 100
+/**
+ * While saturated, lead events go at the floor in one batch per this interval (the rate × the
+ * interval, 100), not a tenth of it at every claim: each batch's fan-out and full claim walk the
+ * heads of the queue's key and of the due index, b-trees that keep an entry for every row taken or
+ * claimed since the last VACUUM. With 2 million taken since (A15, docs/benchmarks.md), each walk read
+ * 5,700-7,700 pages (3-10 ms) next to the saturated lead path; a batch a second walks a tenth as
+ * often. Alerts, pings and retries still go at every claim (their partial index holds none of it).
+ */
+export const DEFERRED_LEAD_BATCH_INTERVAL_MS = 1000
+const DEFERRED_LEAD_BATCH = (DEFERRED_LEAD_EVENTS_PER_SECOND * DEFERRED_LEAD_BATCH_INTERVAL_MS) / 1000
 
 /**
  * The worker's statements in flight at once, out of the replica's DATABASE_POOL_SIZE (a quarter,
@@ -101,6 +111,8 @@ export class DeliveryWorker {
   private deferring = false
   /** The last deferred claim of lead events filled its budget: more wait, claim again next tick. */
   private leadBacklog = false
+  /** Lead events' first attempts the floor's last batch allows and has not claimed yet. */
+  private floorOwed = 0
   private stopped = false
   private started = false
 
@@ -168,6 +180,7 @@ export class DeliveryWorker {
       this.deferring = deferring
       // The floor starts empty at each saturated spell: its first lead events go a tick later.
       this.floorBudget = 0
+      this.floorOwed = 0
       this.floorRefilledAt = this.ctx.clock.now()
       this.leadBacklog = true
     }
@@ -210,19 +223,29 @@ export class DeliveryWorker {
   private async pumpDeferred(): Promise<void> {
     const now = this.ctx.clock.now()
     this.floorBudget = Math.min(
-      DEFERRED_LEAD_EVENTS_PER_SECOND,
+      DEFERRED_LEAD_BATCH,
       this.floorBudget + ((now - this.floorRefilledAt) * DEFERRED_LEAD_EVENTS_PER_SECOND) / 1000,
     )
     this.floorRefilledAt = now
     await this.claimAndStart(IN_FLIGHT_TOTAL - this.inFlight, true)
-    const budget = Math.min(IN_FLIGHT_TOTAL - this.inFlight, Math.floor(this.floorBudget))
-    if (budget > 0) {
-      // Only as many lead events as the floor sends: the rest stay a message each until the spell ends.
-      await this.fanOut(budget)
-      const claimed = await this.claimAndStart(budget, false)
-      this.floorBudget -= claimed
-      this.leadBacklog = claimed === budget
+    // Lead events once a whole batch's budget is there (DEFERRED_LEAD_BATCH_INTERVAL_MS): one fan-out
+    // of the batch, then claims of that many first attempts over the next ticks (an endpoint takes
+    // at most IN_FLIGHT_PER_ENDPOINT at a time), the oldest due first.
+    const batch = Math.min(IN_FLIGHT_TOTAL - this.inFlight, Math.floor(this.floorBudget))
+    let fannedOutWhole = false
+    if (batch > 0 && this.floorBudget >= DEFERRED_LEAD_BATCH) {
+      // Only as many lead events as the floor sends: the rest stay queued until the spell ends.
+      fannedOutWhole = (await this.fanOut(batch)) === batch
+      this.floorBudget -= batch
+      this.floorOwed += batch
     }
+    const ask = Math.min(IN_FLIGHT_TOTAL - this.inFlight, this.floorOwed)
+    if (ask > 0) {
+      const claimed = await this.claimAndStart(ask, false)
+      // None claimable (none due, or every endpoint's room taken): the rest waits for the next batch.
+      this.floorOwed = claimed === 0 ? 0 : this.floorOwed - claimed
+    }
+    this.leadBacklog = fannedOutWhole || this.floorOwed > 0
     // Nothing is left, or the next wake-up (a new event, a freed slot, the poll) claims again.
     if (this.leadBacklog && !this.stopped) this.wakeDeferredIn(DEFERRED_CLAIM_INTERVAL_MS)
   }
