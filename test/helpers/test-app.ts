@@ -83,6 +83,19 @@ export function loggedLines(ctx: AppContext): LogFields[] {
 }
 
 /**
+ * The access lines (`msg: 'request'`) a test context logged, once there are `count` of them: Elysia's
+ * onAfterResponse writes each after its response is handed over, so a test that reads them right
+ * after `app.handle` can be early (a fixed 5 ms sleep was, once, in CI). Gives up after `timeoutMs`
+ * and returns what there is, for the test's own assertion to report.
+ */
+export async function accessLinesOf(ctx: AppContext, count: number, timeoutMs = 2_000): Promise<LogFields[]> {
+  const access = () => loggedLines(ctx).filter((line) => line.msg === 'request')
+  const deadline = performance.now() + timeoutMs
+  while (access().length < count && performance.now() < deadline) await Bun.sleep(2)
+  return access()
+}
+
+/**
  * A context, its services and the app built on them: a test that calls a service or runs a job
  * directly uses `services`, the same instances the app's routes use (one source cache, one
  * delivery signal, one set of write-behind buffers per app).

@@ -2,7 +2,7 @@ import { describe, expect, test } from 'bun:test'
 import { createApp } from '../../src/app'
 import { FakeClock } from '../../src/lib/clock'
 import { generateSecret } from '../../src/lib/secrets'
-import { loggedLines, makeTestApp, makeTestContext, request } from '../helpers/test-app'
+import { accessLinesOf, loggedLines, makeTestApp, makeTestContext, request } from '../helpers/test-app'
 
 function expectRateLimitHeaders(response: Response, limit: number) {
   expect(response.headers.get('x-ratelimit-limit')).toBe(String(limit))
@@ -170,7 +170,7 @@ describe('logging', () => {
     const key = generateSecret('source_key')
     await app.handle(request('GET', `/api/unknown/${key}?x=1`, { headers: { 'x-request-id': 'log-test' } }))
     // onAfterResponse runs after the response is returned.
-    await Bun.sleep(5)
+    await accessLinesOf(ctx, 1)
     const lines = loggedLines(ctx)
     const line = lines.find((entry) => entry.request_id === 'log-test')
     expect(line).toMatchObject({ level: 'info', msg: 'request', method: 'GET', status: 404 })

@@ -5,7 +5,7 @@ import { generateSecret, SECRET_PREFIXES, type SecretKind } from '../../src/lib/
 import { uniqueEmail } from '../helpers/emails'
 import { holdsSecret, PERCENT_ENCODINGS } from '../helpers/encodings'
 import { createOrganization, createPat, createSession, createSource, createUser } from '../helpers/factories'
-import { loggedLines, makeTestApp, request, testDatabase } from '../helpers/test-app'
+import { accessLinesOf, loggedLines, makeTestApp, request, testDatabase } from '../helpers/test-app'
 
 /**
  * Issue 15 item 7: a key written percent-encoded in a path (`flwh_%42Fd…`) reaches the same
@@ -50,14 +50,7 @@ describe('percent-encoded secrets in paths are masked in every log line', () => 
       }
       const logged = linesOf(ctx)
       // The access line is written after the response is handed over (onAfterResponse).
-      for (
-        let wait = 0;
-        wait < 100 && logged.filter((line) => line.msg === 'request').length < calls.length;
-        wait++
-      ) {
-        await Bun.sleep(5)
-      }
-      const accessLines = logged.filter((line) => line.msg === 'request')
+      const accessLines = await accessLinesOf(ctx, calls.length)
       expect(accessLines.length).toBe(calls.length)
       for (const line of logged) {
         const text = JSON.stringify(line)
@@ -75,9 +68,7 @@ describe('percent-encoded secrets in paths are masked in every log line', () => 
     const response = await app.handle(request('GET', '/nothing', { headers: { 'x-request-id': secret } }))
     expect(response.status).toBe(404)
     const logged = linesOf(ctx)
-    for (let wait = 0; wait < 100 && !logged.some((line) => line.msg === 'request'); wait++)
-      await Bun.sleep(5)
-    const access = logged.filter((line) => line.msg === 'request')
+    const access = await accessLinesOf(ctx, 1)
     expect(access.length).toBe(1)
     for (const line of logged) expect(holdsSecret(JSON.stringify(line), secret)).toBe(false)
   })
