@@ -11,6 +11,7 @@ import {
   log,
   medianBy,
   outboxBacklog,
+  parseEnvAssignments,
   ROOT,
   type RunningProcess,
   round,
@@ -213,7 +214,7 @@ try {
     start: () => spawnService({ DATABASE_URL: here.databaseUrl, DATABASE_POOL_SIZE: POOL_SIZE }),
   })
   for (const [index, spec] of (cli.env ?? []).entries()) {
-    const env = Object.fromEntries(spec.split('+').map((pair) => pair.split('=', 2) as [string, string]))
+    const env = parseEnvAssignments(spec)
     const db = await benchDatabase(`env${index}`)
     contenders.push({
       name: `service [${spec}]`,
@@ -240,9 +241,7 @@ try {
     // `--endpoint-env NAME=value+…` (repeatable): the endpoint's service again with more environment,
     // on the same database and endpoint (each run starts with the backlog cleared).
     for (const spec of ['', ...(cli['endpoint-env'] ?? [])]) {
-      const env = spec
-        ? Object.fromEntries(spec.split('+').map((pair) => pair.split('=', 2) as [string, string]))
-        : {}
+      const env = spec ? parseEnvAssignments(spec) : {}
       contenders.push({
         name: spec ? `service [endpoint+${spec}]` : 'service [endpoint]',
         ...db,

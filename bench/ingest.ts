@@ -13,6 +13,7 @@ import {
   megabytes,
   type OutboxBacklog,
   outboxBacklog,
+  parseEnvAssignments,
   ROOT,
   round,
   runTag,
@@ -128,12 +129,7 @@ function variantEnv(name: string): Record<string, string> {
     throw new Error(
       `--service-variants: ${name} is none of ${Object.keys(SERVICE_VARIANTS).join(', ')} nor NAME=value`,
     )
-  return Object.fromEntries(
-    name.split('+').map((assignment) => {
-      const [key, ...value] = assignment.split('=')
-      return [key!, value.join('=')]
-    }),
-  )
+  return parseEnvAssignments(name)
 }
 
 export interface IngestFigures {

@@ -12,6 +12,20 @@ export const ADMIN_DATABASE_URL =
   process.env.BENCH_ADMIN_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
 export const REDIS_URL = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379'
 
+/**
+ * `NAME=value+NAME=value` (the benches' option for a contender's extra environment) as an object.
+ * A value keeps any `=` in it; an assignment without one is refused rather than run as something else.
+ */
+export function parseEnvAssignments(spec: string): Record<string, string> {
+  return Object.fromEntries(
+    spec.split('+').map((assignment) => {
+      const [key, ...value] = assignment.split('=')
+      if (!key || value.length === 0) throw new Error(`${spec}: ${assignment} is not NAME=value`)
+      return [key, value.join('=')]
+    }),
+  )
+}
+
 export function log(message: string): void {
   process.stderr.write(`[bench] ${message}\n`)
 }

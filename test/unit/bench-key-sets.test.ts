@@ -8,6 +8,7 @@ import {
   giveServicesOwnKeys,
   roundOrder,
 } from '../../bench/ingest'
+import { parseEnvAssignments } from '../../bench/support'
 
 /**
  * bench:ingest's schedule against the per-key limit. The limit (60 a minute per key) is kept in the
@@ -158,5 +159,21 @@ describe('bench:ingest key sets', () => {
     })
     const [given] = await giveServicesOwnKeys([baseline], ownKeySet)
     expect(given!.database).toEqual(baseline.database)
+  })
+})
+
+describe("a contender's extra environment, NAME=value+NAME=value", () => {
+  test.each<[string, Record<string, string> | string]>([
+    ['INGEST_GROUPS_IN_FLIGHT=2', { INGEST_GROUPS_IN_FLIGHT: '2' }],
+    ['A=1+B=two', { A: '1', B: 'two' }],
+    // A value keeps its own `=` (base64 padding, a URL's query; a `+` still separates).
+    ['WEBHOOK_SECRETS_KEY=abc=+B=x=y', { WEBHOOK_SECRETS_KEY: 'abc=', B: 'x=y' }],
+    ['A=', { A: '' }],
+    ['A', 'A: A is not NAME=value'],
+    ['A=1+B', 'A=1+B: B is not NAME=value'],
+    ['=1', '=1: =1 is not NAME=value'],
+  ])('%s', (spec, expected) => {
+    if (typeof expected === 'string') expect(() => parseEnvAssignments(spec)).toThrow(expected)
+    else expect(parseEnvAssignments(spec)).toEqual(expected)
   })
 })
