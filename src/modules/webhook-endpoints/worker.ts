@@ -178,7 +178,7 @@ export class DeliveryWorker {
     const deferring = this.ctx.config.webhookInboundFirst && this.deps.pressure.underPressure()
     if (deferring !== this.deferring) {
       this.deferring = deferring
-      // The floor starts empty at each saturated spell: its first lead events go a tick later.
+      // The floor starts empty at each saturated spell: its first lead events go a batch interval later.
       this.floorBudget = 0
       this.floorOwed = 0
       this.floorRefilledAt = this.ctx.clock.now()
