@@ -42,15 +42,18 @@ function reads(
 }
 const deliveryReads = (node: PlanNode) => reads('webhook_deliveries', node)
 
+/** The top node of an `explain (format json)` row (PGlite returns the JSON as text). */
+function planOf(row: { 'QUERY PLAN': unknown } | undefined): PlanNode {
+  const json = row!['QUERY PLAN']
+  return ((typeof json === 'string' ? JSON.parse(json) : json) as Array<{ Plan: PlanNode }>)[0]!.Plan
+}
+
 async function explainAnalyze(ctx: AppContext, statement: SQL): Promise<PlanNode> {
   const [row] = await sqlRows<{ 'QUERY PLAN': unknown }>(
     ctx.db,
     sql`explain (analyze, format json) ${statement}`,
   )
-  const plan = (
-    typeof row!['QUERY PLAN'] === 'string' ? JSON.parse(row!['QUERY PLAN']) : row!['QUERY PLAN']
-  ) as Array<{ Plan: PlanNode }>
-  return plan[0]!.Plan
+  return planOf(row)
 }
 
 /**
@@ -71,10 +74,7 @@ async function explainGenericPlan(ctx: AppContext, statement: SQL): Promise<Plan
         tx,
         sql.raw(`explain (analyze, format json) execute generic_plan_check(${values.join(', ')})`),
       )
-      const plan = (
-        typeof row!['QUERY PLAN'] === 'string' ? JSON.parse(row!['QUERY PLAN']) : row!['QUERY PLAN']
-      ) as Array<{ Plan: PlanNode }>
-      return plan[0]!.Plan
+      return planOf(row)
     } finally {
       await tx.execute(sql.raw('deallocate generic_plan_check'))
     }
@@ -154,21 +154,20 @@ describe('the delivery claim and its results read what they take, whatever the s
             expect(claimed.length).toBe(CLAIM_LIMIT)
             // Their results, as the worker records a batch of them: half delivered, half to retry.
             const attemptedAt = new Date(clock.now())
-            const items = claimed.map((row, index) => ({
-              endpoint_id: row.endpoint_id,
-              message_id: row.message_id,
+            const results = claimed.map((delivery, index) => ({
+              delivery,
               token: options.token,
-              status: index % 2 === 0 ? 'succeeded' : 'pending',
-              next_attempt_at: new Date(clock.now() + 5_000).toISOString(),
-              attempted_at: attemptedAt.toISOString(),
-              response_status: index % 2 === 0 ? 200 : 503,
-              attempt_id: newId(),
-              duration_ms: 12,
-              response_body: null,
-              error: null,
-              succeeded: index % 2 === 0,
+              outcome: {
+                attemptedAt,
+                responseStatus: index % 2 === 0 ? 200 : 503,
+                durationMs: 12,
+                responseBody: null,
+                error: null,
+                succeeded: index % 2 === 0,
+                nextAttemptAt: index % 2 === 0 ? null : new Date(clock.now() + 5_000),
+              },
             }))
-            const recorded = await explain(ctx, recordStatement(JSON.stringify(items)))
+            const recorded = await explain(ctx, recordStatement(results))
             expect(recorded['Actual Rows']).toBe(CLAIM_LIMIT)
             expect(deliveryReads(recorded).filter((read) => read.rows > 2 * CLAIM_LIMIT)).toEqual([])
             const [after] = await sqlRows<{ succeeded: number; pending: number; attempts: number }>(
@@ -203,21 +202,23 @@ describe('the fan-out reads what it takes, whatever the statistics say', () => {
   const DONE = 20_000
   const QUEUED = 20_000
   const FAN_OUT_LIMIT = 32
-  for (const statistics of ['taken before the backlog', 'taken with the backlog'] as const) {
-    test(`statistics ${statistics}`, async () => {
-      const clock = new FakeClock(Date.UTC(2002, 0, 1))
-      const { ctx, services } = await makeTestApp({ clock })
-      const { organization } = await createSignedInUser(ctx)
-      await createWebhookEndpoint(services, organization.id)
-      // after the endpoint's creation, which takes only events from then on
-      const at = new Date(clock.now()).toISOString()
-      // Created leads and their events: fanned out long ago (a message each, nothing queued) or
-      // waiting in the queue (the lead only: the fan-out writes the message). The queue's backlog is
-      // as large as the rest: a saturated spell leaves hundreds of thousands, and a plan that read
-      // all of them for each batch would make the drain quadratic (a small queue is read whole,
-      // rightly: a few pages).
-      const addEvents = (count: number, queued: boolean) =>
-        ctx.db.execute(sql`
+  for (const statistics of ['taken before the backlog', 'taken with the backlog'] as const)
+    for (const plan of ['custom', 'generic'] as const) {
+      test(`statistics ${statistics}, ${plan} plan`, async () => {
+        const explain = plan === 'generic' ? explainGenericPlan : explainAnalyze
+        const clock = new FakeClock(Date.UTC(2002, 0, 1))
+        const { ctx, services } = await makeTestApp({ clock })
+        const { organization } = await createSignedInUser(ctx)
+        await createWebhookEndpoint(services, organization.id)
+        // after the endpoint's creation, which takes only events from then on
+        const at = new Date(clock.now()).toISOString()
+        // Created leads and their events: fanned out long ago (a message each, nothing queued) or
+        // waiting in the queue (the lead only: the fan-out writes the message). The queue's backlog is
+        // as large as the rest: a saturated spell leaves hundreds of thousands, and a plan that read
+        // all of them for each batch would make the drain quadratic (a small queue is read whole,
+        // rightly: a few pages).
+        const addEvents = (count: number, queued: boolean) =>
+          ctx.db.execute(sql`
           with added as (
             select gen_random_uuid() as id, ${at}::timestamptz + n * interval '1 ms' as at
             from generate_series(1, ${count}::int) n
@@ -229,48 +230,50 @@ describe('the fan-out reads what it takes, whatever the statistics say', () => {
             select id, ${organization.id}::uuid, 'lead.created', at, id from added where not ${queued}::boolean
           )
           insert into webhook_fan_out_queue (id) select id from added where ${queued}::boolean`)
-      await addEvents(DONE, false)
-      if (statistics === 'taken before the backlog') {
-        await ctx.db.execute(sql`analyze webhook_messages`)
-        await ctx.db.execute(sql`analyze leads`)
-        await ctx.db.execute(sql`analyze webhook_fan_out_queue`)
-        await addEvents(QUEUED, true)
-      } else {
-        await addEvents(QUEUED, true)
-        await ctx.db.execute(sql`analyze webhook_messages`)
-        await ctx.db.execute(sql`analyze leads`)
-        await ctx.db.execute(sql`analyze webhook_fan_out_queue`)
-      }
-      // Other tests' lead events would be taken too (the fan-out is every organization's): only
-      // this test's are left queued.
-      await ctx.db.execute(
-        sql`delete from webhook_fan_out_queue q
+        await addEvents(DONE, false)
+        if (statistics === 'taken before the backlog') {
+          await ctx.db.execute(sql`analyze webhook_messages`)
+          await ctx.db.execute(sql`analyze leads`)
+          await ctx.db.execute(sql`analyze webhook_fan_out_queue`)
+          await addEvents(QUEUED, true)
+        } else {
+          await addEvents(QUEUED, true)
+          await ctx.db.execute(sql`analyze webhook_messages`)
+          await ctx.db.execute(sql`analyze leads`)
+          await ctx.db.execute(sql`analyze webhook_fan_out_queue`)
+        }
+        // Other tests' lead events would be taken too (the fan-out is every organization's): only
+        // this test's are left queued.
+        await ctx.db.execute(
+          sql`delete from webhook_fan_out_queue q
             where not exists (select 1 from leads l where l.id = q.id and l.organization_id = ${organization.id}::uuid)`,
-      )
-      const top = await explainGenericPlan(ctx, fanOutStatement(FAN_OUT_LIMIT))
-      for (const relation of ['webhook_fan_out_queue', 'webhook_messages', 'leads']) {
-        const found = reads(relation, top)
-        expect({ relation, read: found.length > 0 }).toEqual({ relation, read: true })
-        expect(found.filter((read) => read.rows > 2 * FAN_OUT_LIMIT)).toEqual([])
-      }
-      // EXPLAIN ANALYZE ran it: a batch taken, its messages written, one delivery each.
-      const [left] = await sqlRows<{ queued: number; messages: number; deliveries: number }>(
-        ctx.db,
-        sql`select (select count(*) from webhook_fan_out_queue)::int as queued,
+        )
+        const top = await explain(ctx, fanOutStatement(FAN_OUT_LIMIT))
+        for (const relation of ['webhook_fan_out_queue', 'webhook_messages', 'leads']) {
+          const found = reads(relation, top)
+          expect({ relation, read: found.length > 0 }).toEqual({ relation, read: true })
+          expect(found.filter((read) => read.rows > 2 * FAN_OUT_LIMIT)).toEqual([])
+        }
+        // EXPLAIN ANALYZE ran it: a batch taken, its messages written, one delivery each.
+        const [left] = await sqlRows<{ queued: number; messages: number; deliveries: number }>(
+          ctx.db,
+          sql`select (select count(*) from webhook_fan_out_queue)::int as queued,
             (select count(*) from webhook_messages where organization_id = ${organization.id}::uuid)::int as messages,
             (select count(*) from webhook_deliveries where organization_id = ${organization.id}::uuid)::int as deliveries`,
-      )
-      expect(left).toEqual({
-        queued: QUEUED - FAN_OUT_LIMIT,
-        messages: DONE + FAN_OUT_LIMIT,
-        deliveries: FAN_OUT_LIMIT,
-      })
-      await ctx.db.execute(
-        sql`delete from webhook_endpoints where organization_id = ${organization.id}::uuid`,
-      )
-      await ctx.db.execute(sql`delete from webhook_fan_out_queue`)
-      await ctx.db.execute(sql`delete from webhook_messages where organization_id = ${organization.id}::uuid`)
-      await ctx.db.execute(sql`delete from leads where organization_id = ${organization.id}::uuid`)
-    }, 60_000)
-  }
+        )
+        expect(left).toEqual({
+          queued: QUEUED - FAN_OUT_LIMIT,
+          messages: DONE + FAN_OUT_LIMIT,
+          deliveries: FAN_OUT_LIMIT,
+        })
+        await ctx.db.execute(
+          sql`delete from webhook_endpoints where organization_id = ${organization.id}::uuid`,
+        )
+        await ctx.db.execute(sql`delete from webhook_fan_out_queue`)
+        await ctx.db.execute(
+          sql`delete from webhook_messages where organization_id = ${organization.id}::uuid`,
+        )
+        await ctx.db.execute(sql`delete from leads where organization_id = ${organization.id}::uuid`)
+      }, 60_000)
+    }
 })

@@ -424,6 +424,13 @@ interface ClaimOptions {
  */
 const PRIORITY_DUE = sql`and (d.event_type not like 'lead.%' or d.last_attempt_at is not null)`
 
+/** One attempt to record: the claimed delivery, the claim's token, how it ended. */
+export interface AttemptResult {
+  delivery: Pick<ClaimedDelivery, 'endpoint_id' | 'message_id'>
+  token: string
+  outcome: AttemptOutcome
+}
+
 /** How an attempt ended, as recorded. */
 export interface AttemptOutcome {
   attemptedAt: Date
@@ -491,24 +498,10 @@ export class DeliveryQueueRepository {
    * collects the attempts that end in one event-loop turn). Returns the keys (`endpoint_id:message_id`)
    * that were recorded; one whose claim was lost meanwhile is not.
    */
-  async record(results: Array<{ delivery: ClaimedDelivery; token: string; outcome: AttemptOutcome }>) {
-    const items = results.map(({ delivery, token, outcome }) => ({
-      endpoint_id: delivery.endpoint_id,
-      message_id: delivery.message_id,
-      token,
-      status: outcome.succeeded ? 'succeeded' : outcome.nextAttemptAt ? 'pending' : 'failed',
-      next_attempt_at: (outcome.nextAttemptAt ?? outcome.attemptedAt).toISOString(),
-      attempted_at: outcome.attemptedAt.toISOString(),
-      response_status: outcome.responseStatus,
-      attempt_id: newId(),
-      duration_ms: outcome.durationMs,
-      response_body: outcome.responseBody,
-      error: outcome.error,
-      succeeded: outcome.succeeded,
-    }))
+  async record(results: AttemptResult[]) {
     const rows = await sqlRows<{ endpoint_id: string; message_id: string }>(
       this.ctx.db,
-      recordStatement(JSON.stringify(items)),
+      recordStatement(results),
     )
     return new Set(rows.map((row) => `${row.endpoint_id}:${row.message_id}`))
   }
@@ -694,9 +687,24 @@ select (select count(*) from taken)::int as messages, (select count(*) from queu
 // hashed them against a scan of every delivery (test/integration/webhook-claim-plan.test.ts). The
 // key and the claim token are checked again at the update (a row another worker changed meanwhile
 // is read in its new version, whose token no longer matches).
-export const recordStatement = (items: string) => sql`
+export const recordStatement = (results: AttemptResult[]) => {
+  const items = results.map(({ delivery, token, outcome }) => ({
+    endpoint_id: delivery.endpoint_id,
+    message_id: delivery.message_id,
+    token,
+    status: outcome.succeeded ? 'succeeded' : outcome.nextAttemptAt ? 'pending' : 'failed',
+    next_attempt_at: (outcome.nextAttemptAt ?? outcome.attemptedAt).toISOString(),
+    attempted_at: outcome.attemptedAt.toISOString(),
+    response_status: outcome.responseStatus,
+    attempt_id: newId(),
+    duration_ms: outcome.durationMs,
+    response_body: outcome.responseBody,
+    error: outcome.error,
+    succeeded: outcome.succeeded,
+  }))
+  return sql`
 with input as (
-  select * from jsonb_to_recordset(${items}::jsonb) as x(endpoint_id uuid, message_id uuid, token uuid, status text,
+  select * from jsonb_to_recordset(${JSON.stringify(items)}::jsonb) as x(endpoint_id uuid, message_id uuid, token uuid, status text,
     next_attempt_at timestamptz, attempted_at timestamptz, response_status smallint, attempt_id uuid,
     duration_ms real, response_body text, error text, succeeded boolean)
 ), delivery as (
@@ -737,3 +745,4 @@ with input as (
              else e.failing_since is distinct from b.failure_after_success end
 )
 select endpoint_id, message_id from delivery`
+}

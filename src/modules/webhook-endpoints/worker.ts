@@ -3,7 +3,12 @@ import { AppError } from '../../lib/errors'
 import { newId } from '../../lib/ids'
 import type { InboundPressure } from '../inbound/pressure'
 import { type CheckedTarget, type DeliveryEndpoint, EndpointCache } from './endpoint-cache'
-import { type AttemptOutcome, type ClaimedDelivery, DeliveryQueueRepository } from './repository'
+import {
+  type AttemptOutcome,
+  type AttemptResult,
+  type ClaimedDelivery,
+  DeliveryQueueRepository,
+} from './repository'
 import type { WebhookEndpointsService } from './service'
 import { type DeliverySignal, ReplicaWakeups } from './signal'
 
@@ -105,9 +110,8 @@ export class DeliveryWorker {
   private spacedNow = false
   /** The next claim while deferring; unlike spacedWake, deliverDue() does not wait for it. */
   private deferredWake: ReturnType<typeof setTimeout> | undefined
-  /** Lead-event first attempts the floor allows now while deferring (a token bucket on ctx.clock). */
-  private floorBudget = 0
-  private floorRefilledAt = 0
+  /** When the floor's next batch of lead events may go while deferring (ctx.clock). */
+  private nextFloorBatchAt = 0
   private deferring = false
   /** The last deferred claim of lead events filled its budget: more wait, claim again next tick. */
   private leadBacklog = false
@@ -179,9 +183,8 @@ export class DeliveryWorker {
     if (deferring !== this.deferring) {
       this.deferring = deferring
       // The floor starts empty at each saturated spell: its first lead events go a batch interval later.
-      this.floorBudget = 0
+      this.nextFloorBatchAt = this.ctx.clock.now() + DEFERRED_LEAD_BATCH_INTERVAL_MS
       this.floorOwed = 0
-      this.floorRefilledAt = this.ctx.clock.now()
       this.leadBacklog = true
     }
     if (deferring && !now) {
@@ -217,26 +220,22 @@ export class DeliveryWorker {
   }
 
   /**
-   * One claim of a saturated replica: every due alert, ping and retry it has room for, then lead
-   * events up to the floor's budget. Claims again a tick later while lead events are left over.
+   * One claim of a saturated replica: every due alert, ping and retry it has room for, then the
+   * floor's lead events (a batch per batch interval). Claims again a tick later while lead events are
+   * left over.
    */
   private async pumpDeferred(): Promise<void> {
     const now = this.ctx.clock.now()
-    this.floorBudget = Math.min(
-      DEFERRED_LEAD_BATCH,
-      this.floorBudget + ((now - this.floorRefilledAt) * DEFERRED_LEAD_EVENTS_PER_SECOND) / 1000,
-    )
-    this.floorRefilledAt = now
     await this.claimAndStart(IN_FLIGHT_TOTAL - this.inFlight, true)
-    // Lead events once a whole batch's budget is there (DEFERRED_LEAD_BATCH_INTERVAL_MS): one fan-out
-    // of the batch, then claims of that many first attempts over the next ticks (an endpoint takes
-    // at most IN_FLIGHT_PER_ENDPOINT at a time), the oldest due first.
-    const batch = Math.min(IN_FLIGHT_TOTAL - this.inFlight, Math.floor(this.floorBudget))
+    // Lead events once per batch interval (DEFERRED_LEAD_BATCH_INTERVAL_MS): one fan-out of the batch,
+    // then claims of that many first attempts over the next ticks (an endpoint takes at most
+    // IN_FLIGHT_PER_ENDPOINT at a time), the oldest due first.
+    const batch = Math.min(IN_FLIGHT_TOTAL - this.inFlight, DEFERRED_LEAD_BATCH)
     let fannedOutWhole = false
-    if (batch > 0 && this.floorBudget >= DEFERRED_LEAD_BATCH) {
+    if (batch > 0 && now >= this.nextFloorBatchAt) {
       // Only as many lead events as the floor sends: the rest stay queued until the spell ends.
       fannedOutWhole = (await this.fanOut(batch)) === batch
-      this.floorBudget -= batch
+      this.nextFloorBatchAt = now + DEFERRED_LEAD_BATCH_INTERVAL_MS
       this.floorOwed += batch
     }
     const ask = Math.min(IN_FLIGHT_TOTAL - this.inFlight, this.floorOwed)
@@ -592,8 +591,6 @@ class Slots {
     }
   }
 }
-
-type AttemptResult = Parameters<DeliveryQueueRepository['record']>[0][number]
 
 /**
  * Attempt results are recorded in batches, one statement each and one batch at a time: what ends
