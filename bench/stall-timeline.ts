@@ -41,8 +41,8 @@ import {
  *   --order ABBAAB     run order of the variants (letters in the order of --variants)
  *   --watch-status     an endpoint takes source.status_changed, so that job checks every source
  *
- * Each run gets its own copy of one provisioned database (CREATE DATABASE ... TEMPLATE), so runs
- * start equal. A variant without DIAGNOSE_STALLS (an older commit) still gives its latency timeline.
+ * Each run gets its own copy of its checkout's provisioned database (CREATE DATABASE ... TEMPLATE),
+ * so a variant's runs start equal. A variant without DIAGNOSE_STALLS (an older commit) still gives its latency timeline.
  */
 const { values: args } = parseArgs({
   options: {
@@ -78,17 +78,27 @@ interface ServerEvent {
   fields: Record<string, unknown>
 }
 
-const TEMPLATE = 'lead_capture_stalls_template'
-const templateUrl = await freshDatabase(TEMPLATE)
-log(`provisioning ${SOURCES} sources in ${TEMPLATE}`)
-const keys = await provisionSources(templateUrl, SOURCES, variants[0]!.dir)
 // Takes the status events' deliveries, so the worker's retries of a dead address add no noise.
 const receiver = Bun.serve({
   port: 0,
   hostname: '127.0.0.1',
   fetch: () => new Response(null, { status: 204 }),
 })
-if (args['watch-status']) await addStatusEndpoint(templateUrl, `http://127.0.0.1:${receiver.port}/status`)
+/**
+ * One template per checkout, migrated and provisioned by that checkout's own CLI. A commit whose
+ * migrations differ must run on its own schema: on one template shared with a newer checkout, the old
+ * commit's start-up put its SQL functions back over the newer schema (drizzle/functions are applied
+ * by checksum), and on 2026-11-27 2ea864a's ingest_leads() then named a column drizzle/0021 had
+ * dropped: every lead failed, and the run measured that (p50 14 s).
+ */
+const templates = new Map<string, { name: string; keys: string[] }>()
+for (const dir of new Set(variants.map((variant) => variant.dir))) {
+  const name = `lead_capture_stalls_template_${templates.size}`
+  const templateUrl = await freshDatabase(name)
+  log(`provisioning ${SOURCES} sources in ${name} with the CLI of ${dir}`)
+  templates.set(dir, { name, keys: await provisionSources(templateUrl, SOURCES, dir) })
+  if (args['watch-status']) await addStatusEndpoint(templateUrl, `http://127.0.0.1:${receiver.port}/status`)
+}
 const runs: Array<Awaited<ReturnType<typeof runOnce>>> = []
 try {
   for (const [index, variant] of order.entries()) runs.push(await runOnce(variant, index))
@@ -112,10 +122,11 @@ log(`written ${file}`)
 
 async function runOnce(variant: { name: string; dir: string }, index: number) {
   const name = `lead_capture_stalls_${index}`
+  const { name: template, keys } = templates.get(variant.dir)!
   const admin = postgres(ADMIN_DATABASE_URL, { max: 1, onnotice: () => {} })
   try {
     await admin.unsafe(`drop database if exists ${name} with (force)`)
-    await admin.unsafe(`create database ${name} template ${TEMPLATE}`)
+    await admin.unsafe(`create database ${name} template ${template}`)
   } finally {
     await admin.end()
   }
