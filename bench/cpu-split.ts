@@ -7,6 +7,8 @@ import {
   addWebhookEndpoint,
   BENCH_WEBHOOK_ENV,
   checkoutBaseline,
+  cpuJiffies,
+  cpuShares,
   freshDatabase,
   log,
   medianBy,
@@ -88,13 +90,6 @@ function cpuByComm(comm: string): Map<number, number> {
   return result
 }
 
-/** The machine's idle and busy jiffies (/proc/stat's cpu line): idle includes iowait. */
-function machineJiffies(): { idle: number; all: number } {
-  const fields = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number)
-  const idle = fields[3]! + fields[4]!
-  return { idle, all: fields.slice(0, 8).reduce((sum, value) => sum + value, 0) }
-}
-
 function delta(before: Map<number, number>, after: Map<number, number>, pids?: Set<number>, exclude = false) {
   let sum = 0
   for (const [pid, ms] of after) {
@@ -127,6 +122,8 @@ interface Figures {
   total: number
   /** Share of the machine's CPU time left idle during the level, %. */
   idlePct: number
+  /** Share of it the hypervisor gave to other machines during the level, %. */
+  stealPct: number
 }
 
 async function measure(contender: Contender, run: number): Promise<Figures[]> {
@@ -143,7 +140,7 @@ async function measure(contender: Contender, run: number): Promise<Figures[]> {
     })
     for (const level of LEVELS) {
       const serverBefore = cpuMs(server.pid)!
-      const machineBefore = machineJiffies()
+      const machineBefore = cpuJiffies()
       const pgBefore = cpuByComm('postgres')
       const redisBefore = cpuByComm('redis-server')
       const selfBefore = process.cpuUsage()
@@ -155,7 +152,7 @@ async function measure(contender: Contender, run: number): Promise<Figures[]> {
       })
       const selfUsage = process.cpuUsage(selfBefore)
       const serverMs = cpuMs(server.pid)! - serverBefore
-      const machineAfter = machineJiffies()
+      const machineAfter = cpuJiffies()
       const pgAfter = cpuByComm('postgres')
       const redisAfter = cpuByComm('redis-server')
       const backendPids = new Set(
@@ -176,10 +173,7 @@ async function measure(contender: Contender, run: number): Promise<Figures[]> {
         wrk: us(result.cpuMs),
         receiver: us((selfUsage.user + selfUsage.system) / 1000),
         total: 0,
-        idlePct: round(
-          (100 * (machineAfter.idle - machineBefore.idle)) / (machineAfter.all - machineBefore.all),
-          1,
-        ),
+        ...cpuShares(machineBefore, machineAfter),
       }
       f.total = round(f.server + f.backends + f.postgresOther + f.redis + f.wrk + f.receiver, 1)
       log(`run ${run} ${contender.name} @${level}: ${JSON.stringify(f)}`)
@@ -299,6 +293,7 @@ try {
     'receiver',
     'total',
     'idlePct',
+    'stealPct',
   ] as const
   console.log(`| level | contender | ${keys.join(' | ')} | non-2xx |`)
   console.log(`|${' --- |'.repeat(keys.length + 3)}`)

@@ -9,7 +9,18 @@ import {
   runTag,
 } from './ingest'
 import { type OpenLoopResult, openLoop } from './open-loop'
-import { log, medianBy, megabytes, ROOT, round, spawnServer, spawnService } from './support'
+import {
+  cpuJiffies,
+  cpuModel,
+  cpuShares,
+  log,
+  medianBy,
+  megabytes,
+  ROOT,
+  round,
+  spawnServer,
+  spawnService,
+} from './support'
 
 /**
  * `bun run bench`: the figures of the reliability issue, written to bench/results/summary.json.
@@ -42,6 +53,8 @@ const TARGETS = {
   readyMs: 1500,
 }
 
+// The whole run's share of the CPU stolen by the hypervisor goes into summary.json beside the figures.
+const machineAtStart = cpuJiffies()
 const { databaseUrl, keysFile, keys } = await prepareBenchDatabase()
 const serviceEnv = { DATABASE_URL: databaseUrl }
 
@@ -68,7 +81,7 @@ try {
   await floorServer.stop()
 }
 console.log(
-  `harness floor ${RATE} req/s (server doing nothing): p50 ${round(harnessFloor.p50Ms)} ms, p99 ${round(harnessFloor.p99Ms)} ms, client ${harnessFloor.clientCores} cores`,
+  `harness floor ${RATE} req/s (server doing nothing): p50 ${round(harnessFloor.p50Ms)} ms, p99 ${round(harnessFloor.p99Ms)} ms, client ${harnessFloor.clientCores} cores, idle ${harnessFloor.idlePct}%, steal ${harnessFloor.stealPct}%`,
 )
 /**
  * RATE_ROUNDS open-loop runs against one server after a warm-up, the median run by p99 printed;
@@ -95,7 +108,7 @@ async function fixedRateOf(
         makeRequest: (index) => leadRequest(server.url, index, `${label}-rate-${run}`),
       })
       console.log(
-        `${label}: open loop ${RATE} req/s #${run}: p50 ${round(result.p50Ms)} ms, p99 ${round(result.p99Ms)} ms, max ${round(result.maxMs)} ms, ok ${result.ok}/${result.sent}, client ${result.clientCores} cores`,
+        `${label}: open loop ${RATE} req/s #${run}: p50 ${round(result.p50Ms)} ms, p99 ${round(result.p99Ms)} ms, max ${round(result.maxMs)} ms, ok ${result.ok}/${result.sent}, client ${result.clientCores} cores, idle ${result.idlePct}%, steal ${result.stealPct}%`,
       )
       runs.push(result)
     }
@@ -151,7 +164,12 @@ console.log(
 const peakRssMb = Math.max(fixedRatePeakRssMb, ingest.best.service!.peakRssMb)
 const summary = {
   date: new Date().toISOString(),
-  machine: { cores: navigator.hardwareConcurrency, bun: Bun.version },
+  machine: {
+    cores: navigator.hardwareConcurrency,
+    cpu: cpuModel(),
+    bun: Bun.version,
+    ...cpuShares(machineAtStart, cpuJiffies()),
+  },
   ingest,
   fixed_rate: {
     rate: RATE,

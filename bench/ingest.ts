@@ -7,6 +7,8 @@ import {
   addWebhookEndpoint,
   BENCH_WEBHOOK_ENV,
   checkoutBaseline,
+  cpuJiffies,
+  cpuShares,
   freshDatabase,
   log,
   medianBy,
@@ -141,6 +143,9 @@ export interface IngestFigures {
   non2xx: number
   socketErrors: number
   connections: number
+  /** The machine's CPU time during the level: left idle, and stolen by the hypervisor (%). */
+  idlePct: number
+  stealPct: number
 }
 
 /** One process: its best level (the throughput) and every level it was driven at. */
@@ -181,6 +186,7 @@ async function measure(
     const levels: IngestFigures[] = []
     for (const connections of CONNECTION_LEVELS) {
       log(`${label}: measuring ${SECONDS}s with ${connections} connections`)
+      const cpuBefore = cpuJiffies()
       const result: WrkResult = await runWrk({
         url: server.url,
         keysFile,
@@ -191,7 +197,12 @@ async function measure(
       })
       // A non-2xx answer (a 429 from a key over its limit, say) is cheaper than a lead and would
       // flatter the figure; such a level is kept in the output but never counts as the throughput.
-      levels.push({ ...result, connections, peakRssMb: megabytes(server.peakRssBytes()) })
+      levels.push({
+        ...result,
+        connections,
+        peakRssMb: megabytes(server.peakRssBytes()),
+        ...cpuShares(cpuBefore, cpuJiffies()),
+      })
     }
     await afterLoad?.()
     const counted = levels.filter((level) => level.non2xx === 0 && level.socketErrors === 0)
@@ -670,7 +681,7 @@ function medianRun(runs: IngestFigures[]): IngestFigures {
 
 export function printIngest(result: IngestResult): void {
   const row = (name: string, figures: IngestFigures) =>
-    `${name.padEnd(36)} ${String(figures.connections).padStart(4)} conn ${String(round(figures.requestsPerSecond, 0)).padStart(7)} req/s   p50 ${String(round(figures.p50Ms)).padStart(6)} ms   p99 ${String(round(figures.p99Ms)).padStart(6)} ms   peak RSS ${String(figures.peakRssMb).padStart(6)} MB   non-2xx ${figures.non2xx}`
+    `${name.padEnd(36)} ${String(figures.connections).padStart(4)} conn ${String(round(figures.requestsPerSecond, 0)).padStart(7)} req/s   p50 ${String(round(figures.p50Ms)).padStart(6)} ms   p99 ${String(round(figures.p99Ms)).padStart(6)} ms   peak RSS ${String(figures.peakRssMb).padStart(6)} MB   non-2xx ${figures.non2xx}   idle ${figures.idlePct}%   steal ${figures.stealPct}%`
   for (const [name, runs] of Object.entries(result.runs)) {
     for (const [index, run] of runs.entries()) {
       for (const level of run.levels) console.log(row(`${name} #${index + 1}`, level))

@@ -1,4 +1,4 @@
-import { percentile } from './support'
+import { cpuJiffies, cpuShares, percentile } from './support'
 
 /**
  * The shortest wait between sends. `Bun.sleep` of less than a millisecond comes back at once, so
@@ -21,6 +21,9 @@ export interface OpenLoopResult {
   maxMs: number
   /** CPU the load generator itself used, in cores (1 = one core busy for the whole run). */
   clientCores: number
+  /** The machine's CPU time during the run: left idle, and stolen by the hypervisor (%). */
+  idlePct: number
+  stealPct: number
 }
 
 /**
@@ -43,6 +46,7 @@ export async function openLoop(options: {
   let failed = 0
   const pending: Promise<void>[] = []
   const cpuBefore = process.cpuUsage()
+  const machineBefore = cpuJiffies()
   const start = performance.now()
   let next = 0
   while (next < total) {
@@ -86,5 +90,6 @@ export async function openLoop(options: {
     p99Ms: percentile(latencies, 0.99),
     maxMs: latencies[latencies.length - 1] ?? Number.NaN,
     clientCores: Math.round(((cpu.user + cpu.system) / 1000 / elapsedMs) * 100) / 100,
+    ...cpuShares(machineBefore, cpuJiffies()),
   }
 }

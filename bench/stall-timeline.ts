@@ -306,7 +306,7 @@ function report(
   const stalls = events.filter((event) => event.kind === 'stall')
   const gcStalls = stalls.filter((event) => event.fields.gc)
   console.log(
-    `\n== ${variant}: p50 ${round(result.p50Ms)} ms, p99 ${round(result.p99Ms)} ms, max ${round(result.maxMs)} ms, ${slow} of ${samples.length} over ${SLOW_MS} ms, client ${result.clientCores} cores`,
+    `\n== ${variant}: p50 ${round(result.p50Ms)} ms, p99 ${round(result.p99Ms)} ms, max ${round(result.maxMs)} ms, ${slow} of ${samples.length} over ${SLOW_MS} ms, client ${result.clientCores} cores, idle ${result.idlePct}%, steal ${result.stealPct}%`,
   )
   console.log(
     `event-loop stalls >= 3 ms: ${stalls.length} (${gcStalls.length} with a GC), longest ${longest(stalls)} ms`,

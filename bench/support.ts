@@ -399,3 +399,56 @@ export async function checkoutBaseline(
   }
   return { dir, label, remove }
 }
+
+/** The machine's CPU time since boot by kind, in jiffies (the `cpu` line of /proc/stat). */
+export interface CpuJiffies {
+  idle: number
+  steal: number
+  all: number
+}
+
+/**
+ * The `cpu` line of a /proc/stat text: user nice system idle iowait irq softirq steal (guest time is
+ * inside user and nice, so it is not added again). Idle counts iowait; a kernel without the steal
+ * column (before 2.6.11) reads as none stolen.
+ */
+export function parseCpuJiffies(procStat: string): CpuJiffies {
+  const line = procStat.split('\n').find((entry) => /^cpu\s/.test(entry))
+  if (!line) throw new Error('/proc/stat has no cpu line')
+  const fields = line.trim().split(/\s+/).slice(1, 9).map(Number)
+  if (fields.length < 4 || fields.some((value) => !Number.isFinite(value)))
+    throw new Error(`unreadable /proc/stat cpu line: ${line}`)
+  return {
+    idle: fields[3]! + (fields[4] ?? 0),
+    steal: fields[7] ?? 0,
+    all: fields.reduce((sum, value) => sum + value, 0),
+  }
+}
+
+export function cpuJiffies(): CpuJiffies {
+  return parseCpuJiffies(readFileSync('/proc/stat', 'utf8'))
+}
+
+/**
+ * Shares of the machine's CPU time between two readings, in per cent: idle (with iowait) and stolen
+ * by the hypervisor. Both are printed beside every figure because a virtual machine's neighbours take
+ * CPU unannounced: on 2026-11-27 one machine of the kind ran every contender at a third of the rate
+ * of the one before, with 3-25% stolen in some minutes and 0-2.5% in others (docs/benchmarks.md,
+ * A17): a rate alone does not say which kind of minute it was measured in.
+ */
+export function cpuShares(before: CpuJiffies, after: CpuJiffies): { idlePct: number; stealPct: number } {
+  const all = after.all - before.all
+  if (all <= 0) return { idlePct: 0, stealPct: 0 }
+  return {
+    idlePct: round((100 * (after.idle - before.idle)) / all, 1),
+    stealPct: round((100 * (after.steal - before.steal)) / all, 1),
+  }
+}
+
+/** The processor's model name (/proc/cpuinfo), or null where it says none. */
+export function cpuModel(): string | null {
+  const line = readFileSync('/proc/cpuinfo', 'utf8')
+    .split('\n')
+    .find((entry) => entry.startsWith('model name'))
+  return line?.split(':')[1]?.trim() ?? null
+}
