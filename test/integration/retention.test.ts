@@ -2,6 +2,7 @@ import { describe, expect, setDefaultTimeout, test } from 'bun:test'
 import postgres from 'postgres'
 import { FakeClock } from '../../src/lib/clock'
 import { PURGE_BATCH_SIZE, purgeExpiredLogs } from '../../src/modules/delivery-logs/retention'
+import { createSource } from '../helpers/factories'
 import { rollupDeliveryLogs } from '../../src/modules/delivery-logs/rollup'
 import { email, post, setupSource } from '../helpers/delivery-traffic'
 import { usingRealServices } from '../helpers/test-app'
@@ -70,6 +71,50 @@ describe('log retention', () => {
     const ctx = { ...setup.ctx, config: { ...setup.ctx.config, logRetentionDays: 2 } }
     await purgeExpiredLogs(ctx, NOW)
     expect(await remaining(setup)).toEqual([new Date(NOW - DAY).toISOString()])
+  })
+
+  test('the expired entries of every source are found, chunk by chunk of sources, however many one source has', async () => {
+    // Five sources walked two at a time: an empty one, small ones, and one with more expired entries
+    // than a batch (its chunk is gone through again before the next). Each keeps its one fresh entry.
+    const setup = await sourceWithHistory()
+    const expiredCounts = [0, 3, PURGE_BATCH_SIZE + 7, 1, 2]
+    const sources = [setup.source]
+    for (let index = 1; index < expiredCounts.length; index++) {
+      sources.push((await createSource(setup.ctx, setup.organization.id, { name: `retention ${index}` })).source)
+    }
+    const insert = (sourceId: string, count: number, at: number) =>
+      setup.ctx.database.query(
+        `INSERT INTO delivery_logs (id, source_id, organization_id, received_at, method, http_status, outcome)
+         SELECT gen_random_uuid(), $1, $2, $3::timestamptz - make_interval(secs => n), 'POST', 200, 'created'
+         FROM generate_series(1, $4::int) AS n`,
+        [sourceId, setup.organization.id, new Date(at).toISOString(), count],
+      )
+    const counts = async () =>
+      (
+        await setup.ctx.database.query<{ source_id: string; n: number }>(
+          'SELECT source_id, count(*)::int AS n FROM delivery_logs WHERE source_id = ANY($1::uuid[]) GROUP BY 1',
+          [`{${sources.slice(1).map((source) => source.id).join(',')}}`],
+        )
+      ).reduce<Record<string, number>>((all, row) => ({ ...all, [row.source_id]: row.n }), {})
+    for (const [index, source] of sources.entries()) {
+      if (index === 0) continue
+      await insert(source.id, expiredCounts[index]!, NOW - 31 * DAY)
+      await insert(source.id, 1, NOW - DAY)
+    }
+    expect(await counts()).toEqual(
+      Object.fromEntries(sources.slice(1).map((source, index) => [source.id, expiredCounts[index + 1]! + 1])),
+    )
+
+    const result = await purgeExpiredLogs(setup.ctx, NOW, { sourcesPerChunk: 2 })
+
+    expect(result.ran).toBe(true)
+    const expired = expiredCounts.reduce((sum, count) => sum + count, 0) + PURGE_BATCH_SIZE + 1500 + 2
+    expect(result.deletedLogs).toBeGreaterThanOrEqual(expired)
+    expect(await counts()).toEqual(Object.fromEntries(sources.slice(1).map((source) => [source.id, 1])))
+    expect(await remaining(setup)).toEqual([
+      new Date(NOW - 30 * DAY + 1000).toISOString(),
+      new Date(NOW - DAY).toISOString(),
+    ])
   })
 
   test.if(usingRealServices)(

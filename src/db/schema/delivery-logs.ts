@@ -51,6 +51,6 @@ export const deliveryLogs = pgTable(
       table.receivedAt.desc(),
       table.id.desc(),
     ),
-    index('delivery_logs_received_idx').on(table.receivedAt),
+    // No index on received_at alone: the retention walks (source_id, received_at) (drizzle/0022).
   ],
 )

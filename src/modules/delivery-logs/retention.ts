@@ -6,6 +6,8 @@ import { sqlRows } from '../../db/rows'
 
 const DAY_MS = 24 * 3_600_000
 export const PURGE_BATCH_SIZE = 5000
+/** Sources probed per statement for expired entries (their ids in order, a cursor between chunks). */
+export const PURGE_SOURCES_PER_CHUNK = 1000
 // Any constant works; it only has to be the same in every replica.
 const PURGE_LOCK_ID = 7_364_521_102
 
@@ -17,19 +19,30 @@ export interface PurgeResult {
   cutoff: string
 }
 
-type Run = (query: SQL) => Promise<Array<{ deleted: number }>>
+type Run = (query: SQL) => Promise<Array<{ deleted: number; last_source?: string | null }>>
+
+export interface PurgeOptions {
+  shouldStop?: () => boolean
+  /** PURGE_SOURCES_PER_CHUNK unless a test walks the chunks with fewer sources. */
+  sourcesPerChunk?: number
+}
 
 /**
  * Deletes delivery-log entries received before `now - LOG_RETENTION_DAYS`, and roll-up hours that
- * ended before then. Bounded batches (one short statement each, using the received_at index) keep
- * locks and WAL bursts small on a table with millions of rows. On PostgreSQL one replica purges at a
+ * ended before then. Bounded batches (one short statement each) keep locks and WAL bursts small on a
+ * table with millions of rows. The expired entries are found source by source on
+ * `(source_id, received_at)`, the index every log read uses: an index on `received_at` alone served
+ * only this hourly job and cost every lead an index entry (~5% of PostgreSQL's CPU per lead at
+ * groups of 40, docs/benchmarks.md "Where issue [7] stands"; dropped by drizzle/0022). Every entry
+ * belongs to a source (a source's deletion deletes its entries: webhook_sources_release_rows), so
+ * walking the sources finds them all. On PostgreSQL one replica purges at a
  * time: a session-level advisory lock on a dedicated connection is held for the whole run (the
  * batches commit one by one, so no long transaction holds back vacuum). PGlite is one process.
  */
 export async function purgeExpiredLogs(
   ctx: AppContext,
   now = ctx.clock.now(),
-  options: { shouldStop?: () => boolean } = {},
+  options: PurgeOptions = {},
 ): Promise<PurgeResult> {
   const cutoff = new Date(now - ctx.config.logRetentionDays * DAY_MS).toISOString()
   if (ctx.database.engine === 'pglite' || !ctx.config.databaseUrl) {
@@ -64,23 +77,37 @@ export async function purgeExpiredLogs(
   }
 }
 
-async function purge(ctx: AppContext, run: Run, cutoff: string, options: { shouldStop?: () => boolean }) {
+async function purge(ctx: AppContext, run: Run, cutoff: string, options: PurgeOptions) {
   const started = performance.now()
+  const sourcesPerChunk = options.sourcesPerChunk ?? PURGE_SOURCES_PER_CHUNK
   let deletedLogs = 0
+  // The chunk's sources are those after `after` in id order; a full batch may have left expired
+  // entries in them, so the same chunk goes again until a batch comes back short, then the next.
+  let after = '00000000-0000-0000-0000-000000000000'
   for (let batch = 1; !options.shouldStop?.(); batch++) {
     const [row] = await run(
-      sql`WITH gone AS (
-         DELETE FROM delivery_logs WHERE id IN (
-           SELECT id FROM delivery_logs WHERE received_at < ${cutoff}::timestamptz LIMIT ${PURGE_BATCH_SIZE})
+      // The ids as an array, deleted by primary key: `id IN (SELECT …)` was planned as a hash join
+      // against a sequential scan of the whole table (the batch's LIMIT taken as its size).
+      sql`WITH chunk AS (
+         SELECT id FROM webhook_sources WHERE id > ${after}::uuid ORDER BY id LIMIT ${sourcesPerChunk}),
+       gone AS (
+         DELETE FROM delivery_logs WHERE id = ANY(ARRAY(
+           SELECT d.id FROM chunk s CROSS JOIN LATERAL (
+             SELECT d.id FROM delivery_logs d
+             WHERE d.source_id = s.id AND d.received_at < ${cutoff}::timestamptz LIMIT ${PURGE_BATCH_SIZE}) d
+           LIMIT ${PURGE_BATCH_SIZE}))
          RETURNING 1)
-       SELECT count(*)::int AS deleted FROM gone`,
+       SELECT (SELECT count(*)::int FROM gone) AS deleted,
+         (SELECT id::text FROM chunk ORDER BY id DESC LIMIT 1) AS last_source`,
     )
     const deleted = Number(row?.deleted ?? 0)
     deletedLogs += deleted
     if (deleted > 0) {
       ctx.logger.info('log retention: batch deleted', { batch, deleted, deleted_so_far: deletedLogs, cutoff })
     }
-    if (deleted < PURGE_BATCH_SIZE) break
+    if (deleted === PURGE_BATCH_SIZE) continue
+    if (!row?.last_source) break
+    after = row.last_source
   }
   let deletedRollupRows = 0
   for (const table of [sql`delivery_log_hourly`, sql`delivery_log_latency_hourly`]) {
