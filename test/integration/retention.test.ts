@@ -2,9 +2,9 @@ import { describe, expect, setDefaultTimeout, test } from 'bun:test'
 import postgres from 'postgres'
 import { FakeClock } from '../../src/lib/clock'
 import { PURGE_BATCH_SIZE, purgeExpiredLogs } from '../../src/modules/delivery-logs/retention'
-import { createSource } from '../helpers/factories'
 import { rollupDeliveryLogs } from '../../src/modules/delivery-logs/rollup'
 import { email, post, setupSource } from '../helpers/delivery-traffic'
+import { createSource } from '../helpers/factories'
 import { usingRealServices } from '../helpers/test-app'
 
 setDefaultTimeout(60_000)
@@ -80,7 +80,9 @@ describe('log retention', () => {
     const expiredCounts = [0, 3, PURGE_BATCH_SIZE + 7, 1, 2]
     const sources = [setup.source]
     for (let index = 1; index < expiredCounts.length; index++) {
-      sources.push((await createSource(setup.ctx, setup.organization.id, { name: `retention ${index}` })).source)
+      sources.push(
+        (await createSource(setup.ctx, setup.organization.id, { name: `retention ${index}` })).source,
+      )
     }
     const insert = (sourceId: string, count: number, at: number) =>
       setup.ctx.database.query(
@@ -90,12 +92,19 @@ describe('log retention', () => {
         [sourceId, setup.organization.id, new Date(at).toISOString(), count],
       )
     const counts = async () =>
-      (
-        await setup.ctx.database.query<{ source_id: string; n: number }>(
-          'SELECT source_id, count(*)::int AS n FROM delivery_logs WHERE source_id = ANY($1::uuid[]) GROUP BY 1',
-          [`{${sources.slice(1).map((source) => source.id).join(',')}}`],
-        )
-      ).reduce<Record<string, number>>((all, row) => ({ ...all, [row.source_id]: row.n }), {})
+      Object.fromEntries(
+        (
+          await setup.ctx.database.query<{ source_id: string; n: number }>(
+            'SELECT source_id, count(*)::int AS n FROM delivery_logs WHERE source_id = ANY($1::uuid[]) GROUP BY 1',
+            [
+              `{${sources
+                .slice(1)
+                .map((source) => source.id)
+                .join(',')}}`,
+            ],
+          )
+        ).map((row) => [row.source_id, row.n]),
+      )
     for (const [index, source] of sources.entries()) {
       if (index === 0) continue
       await insert(source.id, expiredCounts[index]!, NOW - 31 * DAY)
