@@ -42,7 +42,8 @@ import {
  *   --watch-status     an endpoint takes source.status_changed, so that job checks every source
  *
  * Each run gets its own copy of its checkout's provisioned database (CREATE DATABASE ... TEMPLATE),
- * so a variant's runs start equal. A variant without DIAGNOSE_STALLS (an older commit) still gives its latency timeline.
+ * so a variant's runs start equal. A variant without DIAGNOSE_STALLS (an older commit) still gives
+ * its latency timeline.
  */
 const { values: args } = parseArgs({
   options: {

@@ -8,33 +8,26 @@ import { type CpuJiffies, cpuJiffies, cpuShares, parseCpuJiffies } from '../../b
  * twice; a kernel's line may also stop before steal.
  */
 describe('parseCpuJiffies', () => {
-  const cases: Array<{ name: string; text: string; expected: CpuJiffies }> = [
-    {
-      name: 'a modern kernel: ten columns, guest left out of the total',
-      text: 'cpu  100 5 50 800 20 3 2 40 7 1\ncpu0 50 2 25 400 10 1 1 20 3 0\nintr 1 2 3\n',
-      expected: { idle: 820, steal: 40, all: 1020 },
-    },
-    {
-      name: 'no steal column (before Linux 2.6.11): none stolen',
-      text: 'cpu 100 5 50 800 20 3 2\n',
-      expected: { idle: 820, steal: 0, all: 980 },
-    },
-    {
-      name: 'no iowait column: idle alone',
-      text: 'cpu 100 5 50 800\n',
-      expected: { idle: 800, steal: 0, all: 955 },
-    },
-    {
-      name: 'the per-core lines before it are not the machine',
-      text: 'cpu0 1 1 1 1 1 1 1 1\ncpu 10 0 10 70 5 0 0 5 0 0\n',
-      expected: { idle: 75, steal: 5, all: 100 },
-    },
-  ]
-  for (const { name, text, expected } of cases) {
-    test(name, () => {
-      expect(parseCpuJiffies(text)).toEqual(expected)
-    })
-  }
+  test.each<[string, string, CpuJiffies]>([
+    [
+      'a modern kernel: ten columns, guest left out of the total',
+      'cpu  100 5 50 800 20 3 2 40 7 1\ncpu0 50 2 25 400 10 1 1 20 3 0\nintr 1 2 3\n',
+      { idle: 820, steal: 40, all: 1020 },
+    ],
+    [
+      'no steal column (before Linux 2.6.11): none stolen',
+      'cpu 100 5 50 800 20 3 2\n',
+      { idle: 820, steal: 0, all: 980 },
+    ],
+    ['no iowait column: idle alone', 'cpu 100 5 50 800\n', { idle: 800, steal: 0, all: 955 }],
+    [
+      'the per-core lines before it are not the machine',
+      'cpu0 1 1 1 1 1 1 1 1\ncpu 10 0 10 70 5 0 0 5 0 0\n',
+      { idle: 75, steal: 5, all: 100 },
+    ],
+  ])('%s', (_name, text, expected) => {
+    expect(parseCpuJiffies(text)).toEqual(expected)
+  })
 
   test('a text without a cpu line, or with an unreadable one, is an error, never zeros', () => {
     expect(() => parseCpuJiffies('intr 1 2 3\n')).toThrow('/proc/stat has no cpu line')
