@@ -2,10 +2,10 @@ import { SQL } from 'bun'
 
 /**
  * DATABASE_DRIVER=bun-sql: the parameterised statements of `DatabaseHandle.query` whose parameters
- * are all scalars (the group commit's `ingest_leads($1::jsonb)`, the one such statement of the
- * request path) go through Bun's built-in client; Drizzle, LISTEN/NOTIFY and the statements with array
- * parameters stay on postgres.js. The same least-work handler is ~1.3× faster on Bun.sql
- * (docs/benchmarks.md), and the hot path is exactly these statements.
+ * are all scalars (the delivery log's, the webhook worker's, and the group commit's
+ * `ingest_leads($1::jsonb)` when it is not pipelined on its own connection, src/db/client.ts) go
+ * through Bun's built-in client; Drizzle, LISTEN/NOTIFY and the statements with array parameters
+ * stay on postgres.js. The same least-work handler is ~1.3× faster on Bun.sql (docs/benchmarks.md).
  *
  * What differs from postgres.js, and is made the same here:
  * - A JS string bound to a `jsonb` parameter is sent as a JSON *string* (`"{…}"`), not as the
@@ -33,7 +33,6 @@ export function openBunSql(url: string, max: number): HotStatements {
     prepare: true,
     connection: { application_name: 'lead-capture' },
   })
-  const rewritten = new Map<string, string>()
   return {
     accepts(params) {
       for (const param of params) {
@@ -43,11 +42,7 @@ export function openBunSql(url: string, max: number): HotStatements {
       return true
     },
     async query<Row>(text: string, params: unknown[]) {
-      let statement = rewritten.get(text)
-      if (statement === undefined) {
-        statement = text.replace(/(\$\d+)::jsonb\b/g, '$1::text::jsonb')
-        rewritten.set(text, statement)
-      }
+      const statement = jsonbAsText(text)
       try {
         return (await client.unsafe(statement, params as never[])) as Row[]
       } catch (error) {
@@ -65,6 +60,22 @@ export function openBunSql(url: string, max: number): HotStatements {
       await client.close({ timeout: 5 })
     },
   }
+}
+
+const jsonbRewritten = new Map<string, string>()
+
+/**
+ * The statement with every `$n::jsonb` bound as text (`$n::text::jsonb`): the callers pass JSON
+ * text, which the server then parses. Bun.sql would send a string as a JSON string, and postgres.js
+ * does the same for a parameter it has described as jsonb. Kept per statement text.
+ */
+export function jsonbAsText(text: string): string {
+  let statement = jsonbRewritten.get(text)
+  if (statement === undefined) {
+    statement = text.replace(/(\$\d+)::jsonb\b/g, '$1::text::jsonb')
+    jsonbRewritten.set(text, statement)
+  }
+  return statement
 }
 
 /** Bun.sql's connection failures under the codes src/lib/errors.ts counts as "cannot serve now". */

@@ -3,7 +3,7 @@ import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core'
 import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js'
 import postgres from 'postgres'
 import type { Config } from '../config'
-import { type HotStatements, openBunSql } from './bun-sql'
+import { type HotStatements, jsonbAsText, openBunSql } from './bun-sql'
 import { acquireDataDirLock } from './data-dir-lock'
 import * as schema from './schema'
 
@@ -39,7 +39,19 @@ export interface DatabaseHandle {
    * the statements per lead of postgres.js).
    */
   queryConcurrency: number
+  /**
+   * The group commit's own connection (PostgreSQL with a pool of 3 or more; null otherwise): a
+   * statement sent while another runs is written at once and waits on the server's side, which runs
+   * it the moment the first ends, without waiting for this process to read the first's answer
+   * (postgres.js pipelines; Bun.sql does not). docs/architecture.md "Group commit".
+   */
+  pipeline: PipelinedStatements | null
   close(): Promise<void>
+}
+
+/** Statements on one connection, run by the server one after another in the order sent. */
+export interface PipelinedStatements {
+  query<Row>(text: string, params: unknown[]): Promise<Row[]>
 }
 
 export async function openDatabase(
@@ -52,33 +64,45 @@ export async function openDatabase(
 }
 
 /**
- * How DATABASE_DRIVER=bun-sql splits DATABASE_POOL_SIZE: a third (at least one) stays with
- * postgres.js for Drizzle's queries (management, a source not yet cached), the rest serves the hot
- * statements. The budget of docs/operations.md (pool + 1 listener per replica) holds either way.
+ * How DATABASE_POOL_SIZE is split. From 3 up, one connection is the group commit's own
+ * (`DatabaseHandle.pipeline`). With DATABASE_DRIVER=bun-sql a third of the pool (at least one)
+ * stays with postgres.js for Drizzle's queries (management, a source not yet cached) and the rest
+ * serves the hot statements; with postgres-js the rest is postgres.js'. The budget of
+ * docs/operations.md (pool + 1 listener per replica) holds either way.
  */
-export function splitPool(poolSize: number): { postgresJs: number; bunSql: number } {
+export function splitPool(
+  poolSize: number,
+  driver: Config['databaseDriver'] = 'bun-sql',
+): { postgresJs: number; bunSql: number; groupCommit: number } {
+  const groupCommit = poolSize >= 3 ? 1 : 0
+  if (driver === 'postgres-js') return { postgresJs: poolSize - groupCommit, bunSql: 0, groupCommit }
   const postgresJs = Math.max(1, Math.floor(poolSize / 3))
-  return { postgresJs, bunSql: poolSize - postgresJs }
+  return { postgresJs, bunSql: poolSize - postgresJs - groupCommit, groupCommit }
 }
 
+/** postgres.js' settings for every client of the pool (the shared pool and the group commit's connection). */
+const POSTGRES_JS_OPTIONS = {
+  // A lost database must surface quickly as 503, not as a request that waits forever.
+  connect_timeout: 3,
+  // postgres.js waits (0.5..1) × min(3^n / 100, 20) s before reconnecting after the n-th failed
+  // attempt, n shared by the pool and growing for every request during an outage: a few seconds
+  // of outage left queries (and the LISTEN connection) waiting up to 20 s after the database came
+  // back. A short, bounded wait keeps outage answers quick and recovery within a second.
+  backoff: (attempt: number) => Math.min(0.05 * attempt, 0.5),
+  idle_timeout: 60,
+  max_lifetime: 60 * 30,
+  prepare: true,
+  onnotice: () => {},
+  connection: { application_name: 'lead-capture' },
+} satisfies postgres.Options<Record<string, postgres.PostgresType>>
+
 function openPostgres(url: string, poolSize: number, driver: Config['databaseDriver']): DatabaseHandle {
-  const pools = driver === 'bun-sql' ? splitPool(poolSize) : { postgresJs: poolSize, bunSql: 0 }
+  const pools = splitPool(poolSize, driver)
   const hot: HotStatements | null = pools.bunSql > 0 ? openBunSql(url, pools.bunSql) : null
-  const client = postgres(url, {
-    max: pools.postgresJs,
-    // A lost database must surface quickly as 503, not as a request that waits forever.
-    connect_timeout: 3,
-    // postgres.js waits (0.5..1) × min(3^n / 100, 20) s before reconnecting after the n-th failed
-    // attempt, n shared by the pool and growing for every request during an outage: a few seconds
-    // of outage left queries (and the LISTEN connection) waiting up to 20 s after the database came
-    // back. A short, bounded wait keeps outage answers quick and recovery within a second.
-    backoff: (attempt: number) => Math.min(0.05 * attempt, 0.5),
-    idle_timeout: 60,
-    max_lifetime: 60 * 30,
-    prepare: true,
-    onnotice: () => {},
-    connection: { application_name: 'lead-capture' },
-  })
+  const client = postgres(url, { ...POSTGRES_JS_OPTIONS, max: pools.postgresJs })
+  // One connection: postgres.js writes a statement on a busy connection at once (up to 100), so
+  // the server runs the next group the moment the last one commits.
+  const groupCommit = pools.groupCommit > 0 ? postgres(url, { ...POSTGRES_JS_OPTIONS, max: 1 }) : null
   const db = drizzlePostgres(client, { schema }) as unknown as Database
   const location = (() => {
     const parsed = new URL(url)
@@ -89,8 +113,17 @@ function openPostgres(url: string, poolSize: number, driver: Config['databaseDri
     db,
     location,
     queryConcurrency: pools.bunSql > 0 ? pools.bunSql : pools.postgresJs,
+    pipeline: groupCommit && {
+      async query<Row>(text: string, params: unknown[]) {
+        // JSON text for a jsonb parameter is bound as text: postgres.js would encode a string bound
+        // to a described jsonb parameter as a JSON string.
+        return (await groupCommit.unsafe(jsonbAsText(text), params as postgres.ParameterOrJSON<never>[], {
+          prepare: true,
+        })) as unknown as Row[]
+      },
+    },
     async ping() {
-      await Promise.all([client`select 1`, hot?.ping()])
+      await Promise.all([client`select 1`, hot?.ping(), groupCommit ? groupCommit`select 1` : null])
     },
     async listen(channel, onMessage, onConnect) {
       await client.listen(channel, onMessage, onConnect)
@@ -105,7 +138,7 @@ function openPostgres(url: string, poolSize: number, driver: Config['databaseDri
       })) as unknown as Row[]
     },
     async close() {
-      await Promise.all([client.end({ timeout: 5 }), hot?.close()])
+      await Promise.all([client.end({ timeout: 5 }), hot?.close(), groupCommit?.end({ timeout: 5 })])
     },
   }
 }
@@ -133,6 +166,7 @@ async function openPglite(dataDir: string | undefined): Promise<DatabaseHandle> 
     db,
     // One connection: statements run one after another.
     queryConcurrency: 1,
+    pipeline: null,
     location: dataDir ? `pglite:${dataDir}` : 'pglite:memory',
     async ping() {
       await client.query('select 1')

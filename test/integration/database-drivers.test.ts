@@ -109,27 +109,123 @@ describe.skipIf(!databaseUrl).each(DRIVERS)('DatabaseHandle.query on %s', (drive
   })
 })
 
-describe('the pool split of DATABASE_DRIVER=bun-sql', () => {
-  const cases: Array<[poolSize: number, postgresJs: number, bunSql: number]> = [
-    [2, 1, 1],
-    [3, 1, 2],
-    [4, 1, 3],
-    [6, 2, 4],
-    [10, 3, 7],
-    [17, 5, 12],
-  ]
-  test.each(cases)('DATABASE_POOL_SIZE=%i: postgres.js %i + Bun.sql %i, the same total', (size, pg, bun) => {
-    expect(splitPool(size)).toEqual({ postgresJs: pg, bunSql: bun })
+// The group commit's own connection (src/db/client.ts): postgres.js writes a statement sent while
+// another runs at once, so the server starts it the moment the first ends, whatever this process
+// is doing; each statement is its own transaction, answered on its own.
+describe.skipIf(!databaseUrl).each(DRIVERS)('DatabaseHandle.pipeline with %s', (driver) => {
+  async function pipelineOf(url = databaseUrl!) {
+    const handle = await openDatabase(config(driver, url))
+    opened.push(handle)
+    expect(handle.pipeline).not.toBeNull()
+    return handle.pipeline!
+  }
+
+  test('JSON text bound to $1::jsonb is the document, also when sent before the first is described', async () => {
+    const pipeline = await pipelineOf()
+    const text = `select jsonb_typeof($1::jsonb) as kind, jsonb_array_length($1::jsonb) as n, $2::int as i`
+    // Five at once on a fresh connection: the later ones are written while the first is described.
+    const rows = await Promise.all(
+      [1, 2, 3, 4, 5].map((i) =>
+        pipeline.query<{ kind: string; n: number; i: number }>(text, [
+          JSON.stringify(Array(i).fill({ a: i })),
+          i,
+        ]),
+      ),
+    )
+    expect(rows.map(([row]) => row)).toEqual([1, 2, 3, 4, 5].map((i) => ({ kind: 'array', n: i, i })))
   })
 
+  test('a statement sent while another runs starts when it ends, not when this process reads the answer', async () => {
+    const pipeline = await pipelineOf()
+    const epochMs = 'extract(epoch from clock_timestamp())::float8 * 1000'
+    const sleeping = `select pg_sleep($1::float8), ${epochMs} as ended`
+    const stamping = `select ${epochMs} as started where $1::int = 1`
+    // Prepared first, as the group commit's one statement is after its first group: postgres.js
+    // sends nothing behind a statement it is still describing.
+    await pipeline.query(sleeping, [0])
+    await pipeline.query(stamping, [1])
+    const first = pipeline.query<{ ended: number }>(sleeping, [0.3])
+    const second = pipeline.query<{ started: number }>(stamping, [1])
+    // The event loop is busy for a second from the first's start: the first's answer is read only
+    // after that, so a client that waits for it before writing the second starts it ~0.7 s late.
+    await new Promise<void>((resolve) =>
+      setTimeout(() => {
+        const until = Date.now() + 1000
+        while (Date.now() < until) {}
+        resolve()
+      }, 20),
+    )
+    const [[ended], [started]] = await Promise.all([first, second])
+    expect(started!.started - ended!.ended).toBeGreaterThanOrEqual(0)
+    expect(started!.started - ended!.ended).toBeLessThan(300)
+  })
+
+  test('a failed statement fails alone: the one pipelined behind it commits and answers', async () => {
+    const pipeline = await pipelineOf()
+    await pipeline.query('select 1 / $1::int as n', [1])
+    await pipeline.query('select $1::int + 1 as n', [0])
+    const failing = pipeline.query('select 1 / $1::int as n', [0]).then(
+      () => null,
+      (caught: unknown) => caught,
+    )
+    const next = pipeline.query<{ n: number }>('select $1::int + 1 as n', [41])
+    const error = await failing
+    expect(describeDatabaseError(error)).toMatchObject({ sqlstate: '22012', unavailable: false })
+    expect(await next).toEqual([{ n: 42 }])
+  })
+
+  test('no server listening: "cannot serve now" (503)', async () => {
+    const url = new URL(databaseUrl!)
+    url.port = '1'
+    const pipeline = await pipelineOf(url.toString())
+    const error = await pipeline.query('select $1::int as n', [1]).then(
+      () => null,
+      (caught: unknown) => caught,
+    )
+    expect(isDatabaseUnavailable(error)).toBe(true)
+  })
+})
+
+describe('the pool split', () => {
+  // From 3 up one connection is the group commit's own; bun-sql keeps a third (at least one) for
+  // postgres.js, the rest is Bun.sql's; postgres-js keeps the rest for postgres.js.
+  const cases: Array<
+    [
+      driver: Config['databaseDriver'],
+      poolSize: number,
+      postgresJs: number,
+      bunSql: number,
+      groupCommit: number,
+    ]
+  > = [
+    ['bun-sql', 2, 1, 1, 0],
+    ['bun-sql', 3, 1, 1, 1],
+    ['bun-sql', 4, 1, 2, 1],
+    ['bun-sql', 6, 2, 3, 1],
+    ['bun-sql', 10, 3, 6, 1],
+    ['bun-sql', 17, 5, 11, 1],
+    ['postgres-js', 1, 1, 0, 0],
+    ['postgres-js', 2, 2, 0, 0],
+    ['postgres-js', 3, 2, 0, 1],
+    ['postgres-js', 10, 9, 0, 1],
+  ]
+  test.each(cases)(
+    '%s, DATABASE_POOL_SIZE=%i: postgres.js %i + Bun.sql %i + the group commit %i, the same total',
+    (driver, size, postgresJs, bunSql, groupCommit) => {
+      expect(splitPool(size, driver)).toEqual({ postgresJs, bunSql, groupCommit })
+      expect(postgresJs + bunSql + groupCommit).toBe(size)
+    },
+  )
+
   test.skipIf(!databaseUrl).each([
-    ['postgres-js', 3, 3],
-    ['bun-sql', 3, 2],
-    ['postgres-js', 10, 10],
-    ['bun-sql', 10, 7],
+    ['postgres-js', 2, 2, false],
+    ['postgres-js', 3, 2, true],
+    ['bun-sql', 3, 1, true],
+    ['postgres-js', 10, 9, true],
+    ['bun-sql', 10, 6, true],
   ] as const)(
-    '%s with a pool of %i runs %i hot statements at once (the group commit sends no more groups)',
-    async (driver, size, concurrency) => {
+    '%s with a pool of %i runs %i hot statements at once; its own group-commit connection: %p',
+    async (driver, size, concurrency, pipeline) => {
       const handle = await openDatabase(
         loadConfig({
           DATABASE_URL: databaseUrl,
@@ -140,6 +236,7 @@ describe('the pool split of DATABASE_DRIVER=bun-sql', () => {
       )
       opened.push(handle)
       expect(handle.queryConcurrency).toBe(concurrency)
+      expect(handle.pipeline !== null).toBe(pipeline)
     },
   )
 
@@ -147,6 +244,7 @@ describe('the pool split of DATABASE_DRIVER=bun-sql', () => {
     const handle = await openDatabase(loadConfig({ LOG_LEVEL: 'silent' }), { inMemory: true })
     opened.push(handle)
     expect(handle.queryConcurrency).toBe(1)
+    expect(handle.pipeline).toBeNull()
   })
 
   test('a pool of 1 cannot be split: start-up names the variable', () => {

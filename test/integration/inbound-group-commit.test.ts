@@ -296,14 +296,25 @@ describe('group commit: slow groups under DIAGNOSE_STALLS', () => {
     const { ctx, source } = await setup()
     const logger = createMemoryLogger('info')
     let held = false
+    const holdFirst = async () => {
+      if (holdFirstMs > 0 && !held) {
+        held = true
+        await Bun.sleep(holdFirstMs)
+      }
+    }
+    // The group commit's own connection too (PostgreSQL: the groups go there).
+    const pipeline = ctx.database.pipeline
     const database = {
       ...ctx.database,
       async query<Row>(text: string, params: unknown[]): Promise<Row[]> {
-        if (holdFirstMs > 0 && !held) {
-          held = true
-          await Bun.sleep(holdFirstMs)
-        }
+        await holdFirst()
         return ctx.database.query<Row>(text, params)
+      },
+      pipeline: pipeline && {
+        async query<Row>(text: string, params: unknown[]): Promise<Row[]> {
+          await holdFirst()
+          return pipeline.query<Row>(text, params)
+        },
       },
     }
     const diagnosed = { ...ctx, logger, database, config: { ...ctx.config, diagnoseStalls } }

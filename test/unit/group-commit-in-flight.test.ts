@@ -17,9 +17,11 @@ function heldRepository() {
   const running: Array<{ items: IngestItem[]; finish(): void }> = []
   let mostAtOnce = 0
   const sizes: number[] = []
+  const pipelined: boolean[] = []
   const repository = {
-    ingestLeads(items: readonly IngestItem[]): Promise<IngestRow[]> {
+    ingestLeads(items: readonly IngestItem[], onPipeline = false): Promise<IngestRow[]> {
       sizes.push(items.length)
+      pipelined.push(onPipeline)
       return new Promise((resolve) => {
         const statement = {
           items: [...items],
@@ -46,16 +48,26 @@ function heldRepository() {
     repository: repository as unknown as InboundRepository,
     running,
     sizes,
+    pipelined,
     mostAtOnce: () => mostAtOnce,
   }
 }
 
-function writerWith(env: Record<string, string>, repository: InboundRepository): GroupCommitWriter {
+function writerWith(
+  env: Record<string, string>,
+  repository: InboundRepository,
+  options: { pipeline?: boolean } = {},
+): GroupCommitWriter {
   const config = testConfig(env)
   const ctx = {
     config,
-    // postgres.js sends a statement on every pooled connection (src/db/client.ts).
-    database: { engine: 'postgres', queryConcurrency: config.databasePoolSize },
+    // postgres.js sends a statement on every pooled connection (src/db/client.ts); `pipeline`: the
+    // group commit has a connection of its own (the repository, faked here, would use it).
+    database: {
+      engine: 'postgres',
+      queryConcurrency: config.databasePoolSize,
+      pipeline: options.pipeline ? { query: () => Promise.reject(new Error('not here')) } : null,
+    },
     logger: createMemoryLogger('silent'),
   } as unknown as AppContext
   return new GroupCommitWriter(
@@ -166,4 +178,83 @@ describe('group commit: the next group before the answers', () => {
       'next turn',
     ])
   })
+})
+
+// INGEST_GROUPS_IN_FLIGHT=1 with the group commit's own connection (DatabaseHandle.pipeline): one
+// group runs, and a second is sent behind it once as many leads wait as the running group holds
+// (never sooner, so groups stay as large as without it; never a third).
+describe('group commit: the next group pipelined behind the running one', () => {
+  const submitOnePerTurn = async (writer: GroupCommitWriter, count: number, from = 0) => {
+    for (let index = from; index < from + count; index++) {
+      void writer.ingest(
+        { id: 's', organizationId: 'o' },
+        leadWithEmail(`p-${index}@example.com`),
+        requestFacts(),
+      )
+      await nextTurn()
+    }
+  }
+
+  const cases: Array<{ running: number; waiting: number; sent: number[] }> = [
+    // The running group holds 1: the next lead to wait goes out behind it.
+    { running: 1, waiting: 1, sent: [1, 1] },
+    { running: 1, waiting: 3, sent: [1, 1] },
+    // Holds 4: three waiting are not enough, four are.
+    { running: 4, waiting: 3, sent: [4] },
+    { running: 4, waiting: 4, sent: [4, 4] },
+    // Both slots taken: what waits beyond them stays in the queue.
+    { running: 4, waiting: 9, sent: [4, 4] },
+  ]
+  test.each(cases)(
+    'a group of $running running, $waiting leads arriving one per turn: groups sent $sent',
+    async ({ running, waiting, sent }) => {
+      const held = heldRepository()
+      const writer = writerWith({}, held.repository, { pipeline: true })
+      // The running group: its leads arrive in one turn.
+      for (let index = 0; index < running; index++)
+        void writer.ingest(
+          { id: 's', organizationId: 'o' },
+          leadWithEmail(`r-${index}@example.com`),
+          requestFacts(),
+        )
+      await nextTurn()
+      await submitOnePerTurn(writer, waiting)
+      expect(held.sizes).toEqual(sent)
+      expect(held.pipelined).toEqual(sent.map(() => true))
+      // Everything is written in the end, in arrival order, never more than two groups at once.
+      const written: string[] = []
+      while (written.length < running + waiting) {
+        const first = held.running[0]
+        if (!first) {
+          await nextTurn()
+          continue
+        }
+        written.push(...first.items.map((item) => item.email!))
+        first.finish()
+        await nextTurn()
+        await nextTurn()
+      }
+      expect(held.mostAtOnce()).toBe(Math.min(sent.length, 2))
+      expect(written).toEqual([
+        ...Array.from({ length: running }, (_, index) => `r-${index}@example.com`),
+        ...Array.from({ length: waiting }, (_, index) => `p-${index}@example.com`),
+      ])
+    },
+  )
+
+  const unpipelined: Array<{ env: Record<string, string>; pipeline: boolean }> = [
+    { env: { INGEST_GROUPS_IN_FLIGHT: '2' }, pipeline: true },
+    { env: {}, pipeline: false },
+  ]
+  test.each(unpipelined)(
+    '$env, pipeline $pipeline: no group sent behind a running one on its connection',
+    async ({ env, pipeline }) => {
+      const held = heldRepository()
+      const writer = writerWith(env, held.repository, { pipeline })
+      await submitOnePerTurn(writer, 3)
+      expect(held.pipelined.every((onPipeline) => !onPipeline)).toBe(true)
+      expect(held.running).toHaveLength(env.INGEST_GROUPS_IN_FLIGHT ? 2 : 1)
+      for (const statement of [...held.running]) statement.finish()
+    },
+  )
 })

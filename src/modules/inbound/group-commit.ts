@@ -60,9 +60,16 @@ export class GroupCommitWriter {
   private queue: Waiting[] = []
   private flushScheduled = false
   private inFlight = 0
+  /** The leads of the groups in flight. */
+  private leadsInFlight = 0
   /** Dedup keys of the groups being written, with how many groups hold each. */
   private readonly keysInFlight = new Map<string, number>()
   private readonly maxInFlight: number
+  /**
+   * One group runs on the group commit's own connection and the next is pipelined behind it
+   * (`DatabaseHandle.pipeline`): INGEST_GROUPS_IN_FLIGHT=1 on PostgreSQL with a pool of 3 or more.
+   */
+  private readonly pipelined: boolean
   /**
    * With DIAGNOSE_STALLS (bench/stall-timeline.ts): a group whose statement took this long, or whose
    * oldest lead waited this long before it was sent, is logged, so the open-loop tail can be split
@@ -79,10 +86,14 @@ export class GroupCommitWriter {
     options: { slowStatementMs?: number } = {},
   ) {
     this.slowStatementMs = ctx.config.diagnoseStalls ? (options.slowStatementMs ?? STALL_LOG_MS) : null
-    // INGEST_GROUPS_IN_FLIGHT groups at a time (default 1: the next group fills while one is
-    // written), never more than connections send them (DatabaseHandle.queryConcurrency: PGlite has
-    // one, bun-sql its share of the pool).
-    this.maxInFlight = Math.min(ctx.database.queryConcurrency, ctx.config.ingestGroupsInFlight)
+    // INGEST_GROUPS_IN_FLIGHT groups running at a time (default 1: the next group fills while one
+    // is written), never more than connections send them (DatabaseHandle.queryConcurrency: PGlite
+    // has one, bun-sql its share of the pool). With one, a second group may wait pipelined behind
+    // the running one on the group commit's connection (see flush).
+    this.pipelined = ctx.config.ingestGroupsInFlight === 1 && Boolean(ctx.database.pipeline)
+    this.maxInFlight = this.pipelined
+      ? 2
+      : Math.min(ctx.database.queryConcurrency, ctx.config.ingestGroupsInFlight)
   }
 
   /**
@@ -112,10 +123,21 @@ export class GroupCommitWriter {
     })
   }
 
-  /** Sends the waiting leads as groups while a slot is free; whether it sent any. */
+  /**
+   * Sends the waiting leads as groups while a slot is free; whether it sent any. Pipelined, the
+   * second group goes out only once as many leads wait as the running group holds: then it is about
+   * as large as a group sent when the first commits, and the database starts it the moment the first
+   * commits instead of waiting for this process to read the answer and send it (its event loop busy
+   * with HTTP work meanwhile: PostgreSQL idle ~2 ms per group, docs/benchmarks.md). Sent at once,
+   * it would hold whatever arrived in one turn: smaller groups, more PostgreSQL CPU per lead.
+   */
   private flush(): boolean {
     let sent = false
-    while (this.queue.length > 0 && this.inFlight < this.maxInFlight) {
+    while (
+      this.queue.length > 0 &&
+      this.inFlight < this.maxInFlight &&
+      (this.inFlight === 0 || !this.pipelined || this.queue.length >= this.leadsInFlight)
+    ) {
       const group = this.takeGroup()
       // Everything queued belongs to people whose earlier submission is still being written.
       if (group.length === 0) break
@@ -123,6 +145,7 @@ export class GroupCommitWriter {
       const keys = group.flatMap((waiting) => waiting.keys)
       for (const key of keys) this.keysInFlight.set(key, (this.keysInFlight.get(key) ?? 0) + 1)
       this.inFlight++
+      this.leadsInFlight += group.length
       let released = false
       // Called once the group's transaction has ended (committed or not): its connection and its
       // dedup keys are free for the next group.
@@ -130,6 +153,7 @@ export class GroupCommitWriter {
         if (released) return
         released = true
         this.inFlight--
+        this.leadsInFlight -= group.length
         this.pressure.add(-group.length)
         for (const key of keys) {
           const left = this.keysInFlight.get(key)! - 1
@@ -186,7 +210,10 @@ export class GroupCommitWriter {
     let rows: IngestRow[]
     const sentAt = this.slowStatementMs === null ? 0 : performance.now()
     try {
-      rows = await this.repository.ingestLeads(group.map((waiting) => waiting.item))
+      rows = await this.repository.ingestLeads(
+        group.map((waiting) => waiting.item),
+        this.pipelined,
+      )
       if (this.slowStatementMs !== null) this.noteSlowGroup(group, sentAt, this.slowStatementMs)
     } catch (error) {
       if (group.length === 1 || isDatabaseUnavailable(error)) {

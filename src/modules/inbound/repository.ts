@@ -87,8 +87,10 @@ export function ingestItem(
  * The hot path's one statement, as raw text on purpose (the one exception to docs/architecture.md
  * "Speaking SQL"): it is sent as-is and prepared once per connection (DatabaseHandle.query), where
  * Drizzle's `sql` template builds the query and sends an unnamed statement that PostgreSQL parses
- * on every call. Its one parameter is JSON text, a scalar, so with DATABASE_DRIVER=bun-sql it runs
- * on Bun.sql (src/db/bun-sql.ts). The function it calls: drizzle/functions/ingest_leads.sql.
+ * on every call. It runs on the group commit's own connection when the writer pipelines
+ * (`DatabaseHandle.pipeline`), else on the pool: its one parameter is JSON text, a scalar, so with
+ * DATABASE_DRIVER=bun-sql on Bun.sql (src/db/bun-sql.ts). The function it calls:
+ * drizzle/functions/ingest_leads.sql.
  */
 const INGEST_SQL =
   'select idx, lead_id, outcome, webhook_events, remaining, reset_ms from ingest_leads($1::jsonb)'
@@ -99,10 +101,15 @@ export class InboundRepository {
 
   /**
    * Dedup + insert or update + delivery-log entry of every item, in one transaction. A group whose
-   * items share a dedup key is refused whole (LC409): the writer never forms one.
+   * items share a dedup key is refused whole (LC409): the writer never forms one. `pipelined`: on
+   * the group commit's own connection, behind whatever group runs there.
    */
-  ingestLeads(items: readonly IngestItem[]): Promise<IngestRow[]> {
-    return this.ctx.database.query<IngestRow>(INGEST_SQL, [JSON.stringify(items)])
+  ingestLeads(items: readonly IngestItem[], pipelined = false): Promise<IngestRow[]> {
+    const params = [JSON.stringify(items)]
+    const pipeline = pipelined ? this.ctx.database.pipeline : null
+    return pipeline
+      ? pipeline.query<IngestRow>(INGEST_SQL, params)
+      : this.ctx.database.query<IngestRow>(INGEST_SQL, params)
   }
 
   /**
