@@ -181,8 +181,8 @@ describe('group commit: the next group before the answers', () => {
 })
 
 // INGEST_GROUPS_IN_FLIGHT=1 with the group commit's own connection (DatabaseHandle.pipeline): one
-// group runs, and a second is sent behind it once as many leads wait as the running group holds
-// (never sooner, so groups stay as large as without it; never a third).
+// group runs, and a second is sent behind it once as many leads wait as the running group holds,
+// and at least 16 (never sooner, so groups stay as large as without it; never a third).
 describe('group commit: the next group pipelined behind the running one', () => {
   const submitOnePerTurn = async (writer: GroupCommitWriter, count: number, from = 0) => {
     for (let index = from; index < from + count; index++) {
@@ -196,14 +196,16 @@ describe('group commit: the next group pipelined behind the running one', () => 
   }
 
   const cases: Array<{ running: number; waiting: number; sent: number[] }> = [
-    // The running group holds 1: the next lead to wait goes out behind it.
-    { running: 1, waiting: 1, sent: [1, 1] },
-    { running: 1, waiting: 3, sent: [1, 1] },
-    // Holds 4: three waiting are not enough, four are.
-    { running: 4, waiting: 3, sent: [4] },
-    { running: 4, waiting: 4, sent: [4, 4] },
+    // Never fewer than 16 behind a running group, however small it is.
+    { running: 1, waiting: 15, sent: [1] },
+    { running: 1, waiting: 16, sent: [1, 16] },
+    { running: 16, waiting: 15, sent: [16] },
+    { running: 16, waiting: 16, sent: [16, 16] },
+    // Holds 20: nineteen waiting are not enough, twenty are.
+    { running: 20, waiting: 19, sent: [20] },
+    { running: 20, waiting: 20, sent: [20, 20] },
     // Both slots taken: what waits beyond them stays in the queue.
-    { running: 4, waiting: 9, sent: [4, 4] },
+    { running: 20, waiting: 45, sent: [20, 20] },
   ]
   test.each(cases)(
     'a group of $running running, $waiting leads arriving one per turn: groups sent $sent',

@@ -12,6 +12,14 @@ import { type InboundRepository, type IngestItem, type IngestRow, ingestItem } f
 const MAX_GROUP_SIZE = 200
 
 /**
+ * The fewest leads sent pipelined behind a running group. Below it the next group waits for the
+ * running one to commit, as without a pipeline: at 1,000 leads/s most groups are one lead, and a
+ * lead sent behind every running one kept them at one lead each (each call's fixed cost paid per
+ * lead; the open loop's p99 26 against 19 ms, docs/benchmarks.md A18), where waiting lets them grow.
+ */
+const PIPELINED_GROUP_MIN = 16
+
+/**
  * The source was deleted after the request found it in the cache: nothing was written for it
  * (writers hold the source, and skip it once it is gone).
  */
@@ -125,18 +133,21 @@ export class GroupCommitWriter {
 
   /**
    * Sends the waiting leads as groups while a slot is free; whether it sent any. Pipelined, the
-   * second group goes out only once as many leads wait as the running group holds: then it is about
-   * as large as a group sent when the first commits, and the database starts it the moment the first
-   * commits instead of waiting for this process to read the answer and send it (its event loop busy
-   * with HTTP work meanwhile: PostgreSQL idle ~2 ms per group, docs/benchmarks.md). Sent at once,
-   * it would hold whatever arrived in one turn: smaller groups, more PostgreSQL CPU per lead.
+   * second group goes out only once as many leads wait as the running group holds, and at least
+   * PIPELINED_GROUP_MIN: then it is about as large as a group sent when the first commits, and the
+   * database starts it the moment the first commits instead of waiting for this process to read the
+   * answer and send it (its event loop busy with HTTP work meanwhile: PostgreSQL idle ~2 ms per
+   * group, docs/benchmarks.md). Sent at once, it would hold whatever arrived in one turn: smaller
+   * groups, more PostgreSQL CPU per lead.
    */
   private flush(): boolean {
     let sent = false
     while (
       this.queue.length > 0 &&
       this.inFlight < this.maxInFlight &&
-      (this.inFlight === 0 || !this.pipelined || this.queue.length >= this.leadsInFlight)
+      (this.inFlight === 0 ||
+        !this.pipelined ||
+        this.queue.length >= Math.max(this.leadsInFlight, PIPELINED_GROUP_MIN))
     ) {
       const group = this.takeGroup()
       // Everything queued belongs to people whose earlier submission is still being written.
