@@ -12,10 +12,12 @@ import { type InboundRepository, type IngestItem, type IngestRow, ingestItem } f
 const MAX_GROUP_SIZE = 200
 
 /**
- * The fewest leads sent pipelined behind a running group. Below it the next group waits for the
- * running one to commit, as without a pipeline: at 1,000 leads/s most groups are one lead, and a
- * lead sent behind every running one kept them at one lead each (each call's fixed cost paid per
- * lead; the open loop's p99 26 against 19 ms, docs/benchmarks.md A18), where waiting lets them grow.
+ * The group commit's own connection is for groups of at least this many leads (a saturated
+ * replica's), and nothing smaller is pipelined behind them; smaller groups go on the pool and the
+ * next waits for them to commit, as without a pipeline. At 1,000 leads/s most groups are one lead:
+ * a lead sent behind every running one kept them at one lead each (each call's fixed cost paid per
+ * lead; open-loop p99 26 against 19 ms, docs/benchmarks.md A18), and postgres.js, the connection's
+ * client, answered a lone group later than Bun.sql (p50 +~1 ms, A19).
  */
 const PIPELINED_GROUP_MIN = 16
 
@@ -70,12 +72,15 @@ export class GroupCommitWriter {
   private inFlight = 0
   /** The leads of the groups in flight. */
   private leadsInFlight = 0
+  /** The groups in flight on the group commit's own connection. */
+  private onPipeline = 0
   /** Dedup keys of the groups being written, with how many groups hold each. */
   private readonly keysInFlight = new Map<string, number>()
   private readonly maxInFlight: number
   /**
-   * One group runs on the group commit's own connection and the next is pipelined behind it
-   * (`DatabaseHandle.pipeline`): INGEST_GROUPS_IN_FLIGHT=1 on PostgreSQL with a pool of 3 or more.
+   * A group of PIPELINED_GROUP_MIN or more runs on the group commit's own connection and the next
+   * may be pipelined behind it (`DatabaseHandle.pipeline`): INGEST_GROUPS_IN_FLIGHT=1 on PostgreSQL
+   * with a pool of 3 or more.
    */
   private readonly pipelined: boolean
   /**
@@ -97,11 +102,9 @@ export class GroupCommitWriter {
     // INGEST_GROUPS_IN_FLIGHT groups running at a time (default 1: the next group fills while one
     // is written), never more than connections send them (DatabaseHandle.queryConcurrency: PGlite
     // has one, bun-sql its share of the pool). With one, a second group may wait pipelined behind
-    // the running one on the group commit's connection (see flush).
+    // the running one on the group commit's connection (maySend).
     this.pipelined = ctx.config.ingestGroupsInFlight === 1 && Boolean(ctx.database.pipeline)
-    this.maxInFlight = this.pipelined
-      ? 2
-      : Math.min(ctx.database.queryConcurrency, ctx.config.ingestGroupsInFlight)
+    this.maxInFlight = Math.min(ctx.database.queryConcurrency, ctx.config.ingestGroupsInFlight)
   }
 
   /**
@@ -132,31 +135,39 @@ export class GroupCommitWriter {
   }
 
   /**
-   * Sends the waiting leads as groups while a slot is free; whether it sent any. Pipelined, the
-   * second group goes out only once as many leads wait as the running group holds, and at least
+   * Whether another group may go out now: while a slot is free, and pipelined, one more behind a
+   * group running on the group commit's connection once as many leads wait as it holds, and at least
    * PIPELINED_GROUP_MIN: then it is about as large as a group sent when the first commits, and the
    * database starts it the moment the first commits instead of waiting for this process to read the
    * answer and send it (its event loop busy with HTTP work meanwhile: PostgreSQL idle ~2 ms per
    * group, docs/benchmarks.md). Sent at once, it would hold whatever arrived in one turn: smaller
    * groups, more PostgreSQL CPU per lead.
    */
+  private maySend(): boolean {
+    if (this.inFlight < this.maxInFlight) return true
+    return (
+      this.pipelined &&
+      this.inFlight === 1 &&
+      this.onPipeline === 1 &&
+      this.queue.length >= Math.max(this.leadsInFlight, PIPELINED_GROUP_MIN)
+    )
+  }
+
+  /** Sends the waiting leads as groups while maySend; whether it sent any. */
   private flush(): boolean {
     let sent = false
-    while (
-      this.queue.length > 0 &&
-      this.inFlight < this.maxInFlight &&
-      (this.inFlight === 0 ||
-        !this.pipelined ||
-        this.queue.length >= Math.max(this.leadsInFlight, PIPELINED_GROUP_MIN))
-    ) {
+    while (this.queue.length > 0 && this.maySend()) {
       const group = this.takeGroup()
       // Everything queued belongs to people whose earlier submission is still being written.
       if (group.length === 0) break
       sent = true
       const keys = group.flatMap((waiting) => waiting.keys)
       for (const key of keys) this.keysInFlight.set(key, (this.keysInFlight.get(key) ?? 0) + 1)
+      // A large group, or one behind it: on the group commit's own connection.
+      const pipelined = this.pipelined && (this.inFlight > 0 || group.length >= PIPELINED_GROUP_MIN)
       this.inFlight++
       this.leadsInFlight += group.length
+      if (pipelined) this.onPipeline++
       let released = false
       // Called once the group's transaction has ended (committed or not): its connection and its
       // dedup keys are free for the next group.
@@ -165,6 +176,7 @@ export class GroupCommitWriter {
         released = true
         this.inFlight--
         this.leadsInFlight -= group.length
+        if (pipelined) this.onPipeline--
         this.pressure.add(-group.length)
         for (const key of keys) {
           const left = this.keysInFlight.get(key)! - 1
@@ -172,7 +184,7 @@ export class GroupCommitWriter {
           else this.keysInFlight.set(key, left)
         }
       }
-      void this.write(group, release).finally(() => {
+      void this.write(group, release, pipelined).finally(() => {
         release()
         if (this.queue.length > 0) this.scheduleFlush()
       })
@@ -214,7 +226,7 @@ export class GroupCommitWriter {
    * group before the answers"). postgres.js writes a message of 1 KB or more at once: the wait costs
    * it one turn's delay of the answers.
    */
-  private async write(group: Waiting[], committed?: () => void): Promise<void> {
+  private async write(group: Waiting[], committed?: () => void, pipelined = false): Promise<void> {
     group.forEach((waiting, index) => {
       waiting.item.idx = index
     })
@@ -223,7 +235,7 @@ export class GroupCommitWriter {
     try {
       rows = await this.repository.ingestLeads(
         group.map((waiting) => waiting.item),
-        this.pipelined,
+        pipelined,
       )
       if (this.slowStatementMs !== null) this.noteSlowGroup(group, sentAt, this.slowStatementMs)
     } catch (error) {
