@@ -33,6 +33,10 @@ export const EnvSchema = Type.Object({
   // the lowest tail at 1,000 leads/s with no loss at saturation (docs/benchmarks.md, "Group-commit
   // statements in flight"). More overlap round trips on a database with cores to spare.
   INGEST_GROUPS_IN_FLIGHT: Type.Optional(Type.Integer({ minimum: 1, maximum: 200 })),
+  // A saturated replica's groups (16 leads or more) on a connection of their own, the next one
+  // pipelined behind the running one (one of DATABASE_POOL_SIZE, from a pool of 3): a few per cent
+  // more throughput at saturation, a higher p99 at 1,000 leads/s (docs/benchmarks.md, A18-A20).
+  INGEST_PIPELINE: Type.Boolean({ default: false }),
   // Which client sends the parameterised hot statements (the group commit, the delivery log):
   // Bun's built-in Bun.sql or postgres.js (Drizzle's driver, which runs everything else either way).
   // docs/benchmarks.md has the comparison. Unset with a pool of 1: postgres.js (see loadConfig).
@@ -81,6 +85,8 @@ export interface Config {
   databasePoolSize: number
   /** Group-commit statements in flight at most (src/modules/inbound/group-commit.ts); never above the pool. */
   ingestGroupsInFlight: number
+  /** INGEST_PIPELINE: the group commit's own pipelined connection (src/db/client.ts). */
+  ingestPipeline: boolean
   /** The client of the hot statements; `bun-sql` splits DATABASE_POOL_SIZE between two pools (src/db/client.ts). */
   databaseDriver: 'postgres-js' | 'bun-sql'
   redisDriver: 'ioredis' | 'bun'
@@ -173,6 +179,7 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
     platformRateLimitPerMin: env.PLATFORM_RATE_LIMIT_PER_MIN,
     databasePoolSize: env.DATABASE_POOL_SIZE,
     ingestGroupsInFlight: Math.min(env.INGEST_GROUPS_IN_FLIGHT ?? 1, env.DATABASE_POOL_SIZE),
+    ingestPipeline: env.INGEST_PIPELINE,
     databaseDriver: env.DATABASE_DRIVER,
     redisDriver: env.REDIS_DRIVER,
     redisKeyPrefix: env.REDIS_KEY_PREFIX,

@@ -3,7 +3,7 @@ import { SQL } from 'bun'
 /**
  * DATABASE_DRIVER=bun-sql: the parameterised statements of `DatabaseHandle.query` whose parameters
  * are all scalars (the delivery log's, the webhook worker's, and the group commit's
- * `ingest_leads($1::jsonb)` when it is not pipelined on its own connection, src/db/client.ts) go
+ * `ingest_leads($1::jsonb)` for a group not sent on its own pipelined connection, src/db/client.ts) go
  * through Bun's built-in client; Drizzle, LISTEN/NOTIFY and the statements with array parameters
  * stay on postgres.js. The same least-work handler is ~1.3× faster on Bun.sql (docs/benchmarks.md).
  *

@@ -40,10 +40,10 @@ export interface DatabaseHandle {
    */
   queryConcurrency: number
   /**
-   * The group commit's own connection (PostgreSQL with a pool of 3 or more; null otherwise): a
-   * statement sent while another runs is written at once and waits on the server's side, which runs
-   * it the moment the first ends, without waiting for this process to read the first's answer
-   * (postgres.js pipelines; Bun.sql does not). docs/architecture.md "Group commit".
+   * The group commit's own connection for its large groups (INGEST_PIPELINE on PostgreSQL with a
+   * pool of 3 or more; null otherwise): a statement sent while another runs is written at once and waits on the
+   * server's side, which runs it the moment the first ends, without waiting for this process to read
+   * the first's answer (postgres.js pipelines; Bun.sql does not). docs/architecture.md "Group commit".
    */
   pipeline: PipelinedStatements | null
   close(): Promise<void>
@@ -59,13 +59,18 @@ export async function openDatabase(
   options: { inMemory?: boolean } = {},
 ): Promise<DatabaseHandle> {
   if (config.databaseUrl)
-    return openPostgres(config.databaseUrl, config.databasePoolSize, config.databaseDriver)
+    return openPostgres(
+      config.databaseUrl,
+      config.databasePoolSize,
+      config.databaseDriver,
+      config.ingestPipeline,
+    )
   return openPglite(options.inMemory ? undefined : config.dataDir)
 }
 
 /**
- * How DATABASE_POOL_SIZE is split. From 3 up, one connection is the group commit's own
- * (`DatabaseHandle.pipeline`). With DATABASE_DRIVER=bun-sql a third of the pool (at least one)
+ * How DATABASE_POOL_SIZE is split. With INGEST_PIPELINE, from 3 up, one connection is the group
+ * commit's own (`DatabaseHandle.pipeline`). With DATABASE_DRIVER=bun-sql a third of the pool (at least one)
  * stays with postgres.js for Drizzle's queries (management, a source not yet cached) and the rest
  * serves the hot statements; with postgres-js the rest is postgres.js'. The budget of
  * docs/operations.md (pool + 1 listener per replica) holds either way.
@@ -73,8 +78,9 @@ export async function openDatabase(
 export function splitPool(
   poolSize: number,
   driver: Config['databaseDriver'] = 'bun-sql',
+  pipeline = false,
 ): { postgresJs: number; bunSql: number; groupCommit: number } {
-  const groupCommit = poolSize >= 3 ? 1 : 0
+  const groupCommit = pipeline && poolSize >= 3 ? 1 : 0
   if (driver === 'postgres-js') return { postgresJs: poolSize - groupCommit, bunSql: 0, groupCommit }
   const postgresJs = Math.max(1, Math.floor(poolSize / 3))
   return { postgresJs, bunSql: poolSize - postgresJs - groupCommit, groupCommit }
@@ -96,8 +102,13 @@ const POSTGRES_JS_OPTIONS = {
   connection: { application_name: 'lead-capture' },
 } satisfies postgres.Options<Record<string, postgres.PostgresType>>
 
-function openPostgres(url: string, poolSize: number, driver: Config['databaseDriver']): DatabaseHandle {
-  const pools = splitPool(poolSize, driver)
+function openPostgres(
+  url: string,
+  poolSize: number,
+  driver: Config['databaseDriver'],
+  pipeline: boolean,
+): DatabaseHandle {
+  const pools = splitPool(poolSize, driver, pipeline)
   const hot: HotStatements | null = pools.bunSql > 0 ? openBunSql(url, pools.bunSql) : null
   const client = postgres(url, { ...POSTGRES_JS_OPTIONS, max: pools.postgresJs })
   // One connection: postgres.js writes a statement on a busy connection at once (up to 100), so

@@ -18,11 +18,12 @@ afterAll(async () => {
   for (const handle of opened) await handle.close()
 })
 
-function config(driver: Config['databaseDriver'], url = databaseUrl!): Config {
+function config(driver: Config['databaseDriver'], url = databaseUrl!, pipeline = false): Config {
   return loadConfig({
     DATABASE_URL: url,
     DATABASE_DRIVER: driver,
     DATABASE_POOL_SIZE: '3',
+    INGEST_PIPELINE: String(pipeline),
     LOG_LEVEL: 'silent',
   })
 }
@@ -114,7 +115,7 @@ describe.skipIf(!databaseUrl).each(DRIVERS)('DatabaseHandle.query on %s', (drive
 // is doing; each statement is its own transaction, answered on its own.
 describe.skipIf(!databaseUrl).each(DRIVERS)('DatabaseHandle.pipeline with %s', (driver) => {
   async function pipelineOf(url = databaseUrl!) {
-    const handle = await openDatabase(config(driver, url))
+    const handle = await openDatabase(config(driver, url, true))
     opened.push(handle)
     expect(handle.pipeline).not.toBeNull()
     return handle.pipeline!
@@ -187,56 +188,65 @@ describe.skipIf(!databaseUrl).each(DRIVERS)('DatabaseHandle.pipeline with %s', (
 })
 
 describe('the pool split', () => {
-  // From 3 up one connection is the group commit's own; bun-sql keeps a third (at least one) for
-  // postgres.js, the rest is Bun.sql's; postgres-js keeps the rest for postgres.js.
+  // With INGEST_PIPELINE, from 3 up, one connection is the group commit's own; bun-sql keeps a third
+  // (at least one) for postgres.js, the rest is Bun.sql's; postgres-js keeps the rest for postgres.js.
   const cases: Array<
     [
       driver: Config['databaseDriver'],
+      pipeline: boolean,
       poolSize: number,
       postgresJs: number,
       bunSql: number,
       groupCommit: number,
     ]
   > = [
-    ['bun-sql', 2, 1, 1, 0],
-    ['bun-sql', 3, 1, 1, 1],
-    ['bun-sql', 4, 1, 2, 1],
-    ['bun-sql', 6, 2, 3, 1],
-    ['bun-sql', 10, 3, 6, 1],
-    ['bun-sql', 17, 5, 11, 1],
-    ['postgres-js', 1, 1, 0, 0],
-    ['postgres-js', 2, 2, 0, 0],
-    ['postgres-js', 3, 2, 0, 1],
-    ['postgres-js', 10, 9, 0, 1],
+    ['bun-sql', false, 2, 1, 1, 0],
+    ['bun-sql', false, 3, 1, 2, 0],
+    ['bun-sql', false, 10, 3, 7, 0],
+    ['bun-sql', false, 17, 5, 12, 0],
+    ['bun-sql', true, 2, 1, 1, 0],
+    ['bun-sql', true, 3, 1, 1, 1],
+    ['bun-sql', true, 4, 1, 2, 1],
+    ['bun-sql', true, 6, 2, 3, 1],
+    ['bun-sql', true, 10, 3, 6, 1],
+    ['bun-sql', true, 17, 5, 11, 1],
+    ['postgres-js', false, 10, 10, 0, 0],
+    ['postgres-js', true, 1, 1, 0, 0],
+    ['postgres-js', true, 2, 2, 0, 0],
+    ['postgres-js', true, 3, 2, 0, 1],
+    ['postgres-js', true, 10, 9, 0, 1],
   ]
   test.each(cases)(
-    '%s, DATABASE_POOL_SIZE=%i: postgres.js %i + Bun.sql %i + the group commit %i, the same total',
-    (driver, size, postgresJs, bunSql, groupCommit) => {
-      expect(splitPool(size, driver)).toEqual({ postgresJs, bunSql, groupCommit })
+    '%s, INGEST_PIPELINE %p, DATABASE_POOL_SIZE=%i: postgres.js %i + Bun.sql %i + the group commit %i',
+    (driver, pipeline, size, postgresJs, bunSql, groupCommit) => {
+      expect(splitPool(size, driver, pipeline)).toEqual({ postgresJs, bunSql, groupCommit })
       expect(postgresJs + bunSql + groupCommit).toBe(size)
     },
   )
 
   test.skipIf(!databaseUrl).each([
-    ['postgres-js', 2, 2, false],
-    ['postgres-js', 3, 2, true],
-    ['bun-sql', 3, 1, true],
-    ['postgres-js', 10, 9, true],
-    ['bun-sql', 10, 6, true],
+    ['postgres-js', false, 3, 3, false],
+    ['bun-sql', false, 10, 7, false],
+    ['postgres-js', true, 2, 2, false],
+    ['postgres-js', true, 3, 2, true],
+    ['bun-sql', true, 3, 1, true],
+    ['postgres-js', true, 10, 9, true],
+    ['bun-sql', true, 10, 6, true],
   ] as const)(
-    '%s with a pool of %i runs %i hot statements at once; its own group-commit connection: %p',
-    async (driver, size, concurrency, pipeline) => {
+    '%s, INGEST_PIPELINE %p, a pool of %i: %i hot statements at once; its own group-commit connection: %p',
+    async (driver, pipeline, size, concurrency, own) => {
       const handle = await openDatabase(
         loadConfig({
           DATABASE_URL: databaseUrl,
           DATABASE_DRIVER: driver,
           DATABASE_POOL_SIZE: String(size),
+          INGEST_PIPELINE: String(pipeline),
           LOG_LEVEL: 'silent',
         }),
       )
       opened.push(handle)
       expect(handle.queryConcurrency).toBe(concurrency)
-      expect(handle.pipeline !== null).toBe(pipeline)
+      expect(handle.pipeline !== null).toBe(own)
     },
   )
 

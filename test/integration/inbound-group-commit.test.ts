@@ -1,5 +1,7 @@
 import { describe, expect, test } from 'bun:test'
 import { eq } from 'drizzle-orm'
+import { loadConfig } from '../../src/config'
+import { openDatabase } from '../../src/db/client'
 import { leads } from '../../src/db/schema'
 import { createMemoryLogger } from '../../src/lib/logger'
 import { GroupCommitWriter, SourceGoneError } from '../../src/modules/inbound/group-commit'
@@ -371,6 +373,80 @@ describe('group commit: slow groups under DIAGNOSE_STALLS', () => {
       )
       expect(results.map((result) => result.outcome)).toEqual(['created', 'created', 'created'])
       expect(slowLines()).toEqual([])
+    }
+  })
+})
+
+// INGEST_PIPELINE on PostgreSQL: a group of 16 or more runs on the group commit's own connection and
+// the next is written behind it before it commits; the guarantees are the statement's, unchanged.
+describe.skipIf(!process.env.DATABASE_URL)('group commit: INGEST_PIPELINE (PostgreSQL)', () => {
+  test('the next group is sent behind the running one; the second submission of a person waits for the first and merges', async () => {
+    const { ctx, organization, source } = await setup()
+    const handle = await openDatabase(
+      loadConfig({
+        DATABASE_URL: process.env.DATABASE_URL,
+        DATABASE_POOL_SIZE: '3',
+        INGEST_PIPELINE: 'true',
+        LOG_LEVEL: 'silent',
+      }),
+    )
+    try {
+      const pipeline = handle.pipeline!
+      const sent: Array<{ size: number; on: 'pipeline' | 'pool'; behind: number }> = []
+      const size = (params: unknown[]) => (JSON.parse(params[0] as string) as unknown[]).length
+      let running = 0
+      const database = {
+        ...handle,
+        async query<Row>(text: string, params: unknown[]): Promise<Row[]> {
+          if (text.includes('ingest_leads(')) sent.push({ size: size(params), on: 'pool', behind: running })
+          return handle.query<Row>(text, params)
+        },
+        pipeline: {
+          async query<Row>(text: string, params: unknown[]): Promise<Row[]> {
+            sent.push({ size: size(params), on: 'pipeline', behind: running })
+            running++
+            try {
+              return await pipeline.query<Row>(text, params)
+            } finally {
+              running--
+            }
+          },
+        },
+      }
+      const piped = { ...ctx, database, config: { ...ctx.config, ingestPipeline: true } }
+      const writer = new GroupCommitWriter(
+        piped,
+        new InboundRepository(piped),
+        new DeliverySignal(),
+        new InboundPressure(ctx.clock),
+      )
+      const addresses = Array.from({ length: 20 }, () => email())
+      const first = addresses.map((address) => writer.ingest(source, leadWithEmail(address), requestFacts()))
+      await new Promise((resolve) => setImmediate(resolve))
+      // Twenty wait while twenty run: the second group goes out behind the first, without the
+      // submission of a person whose first one is in the running group; that one, alone, goes on
+      // the pool once the first has committed (a group under 16 is not pipelined).
+      const second = [
+        writer.ingest(source, leadWithEmail(addresses[0]!), requestFacts()),
+        ...Array.from({ length: 19 }, () => writer.ingest(source, leadWithEmail(email()), requestFacts())),
+      ]
+      const results = await Promise.all([...first, ...second])
+      expect(sent).toEqual([
+        { size: 20, on: 'pipeline', behind: 0 },
+        { size: 19, on: 'pipeline', behind: 1 },
+        { size: 1, on: 'pool', behind: 0 },
+      ])
+      expect(results.map((result) => result.outcome)).toEqual([
+        ...Array(20).fill('created'),
+        'updated',
+        ...Array(19).fill('created'),
+      ])
+      expect(results[20]!.leadId).toBe(results[0]!.leadId)
+      const stored = await ctx.db.select().from(leads).where(eq(leads.organizationId, organization.id))
+      expect(stored).toHaveLength(39)
+      expect(await logsOf(ctx, source.id)).toHaveLength(40)
+    } finally {
+      await handle.close()
     }
   })
 })

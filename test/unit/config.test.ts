@@ -46,6 +46,18 @@ describe('config', () => {
     expect(config.defaultPlan).toBe('free')
   })
 
+  test.each([
+    [{}, false],
+    [{ INGEST_PIPELINE: 'true' }, true],
+    [{ INGEST_PIPELINE: 'false' }, false],
+  ])('INGEST_PIPELINE %p: %p (off unless asked for)', (env: Record<string, string>, expected) => {
+    expect(loadConfig(env).ingestPipeline).toBe(expected)
+  })
+
+  test('INGEST_PIPELINE must be true or false', () => {
+    expect(() => loadConfig({ INGEST_PIPELINE: 'yes please' })).toThrow(/INGEST_PIPELINE/)
+  })
+
   test('group-commit statements in flight: one unless more are asked for, never more than the pool', () => {
     const cases: Array<[Record<string, string>, number]> = [
       [{}, 1],

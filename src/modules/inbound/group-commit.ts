@@ -79,8 +79,8 @@ export class GroupCommitWriter {
   private readonly maxInFlight: number
   /**
    * A group of PIPELINED_GROUP_MIN or more runs on the group commit's own connection and the next
-   * may be pipelined behind it (`DatabaseHandle.pipeline`): INGEST_GROUPS_IN_FLIGHT=1 on PostgreSQL
-   * with a pool of 3 or more.
+   * may be pipelined behind it (`DatabaseHandle.pipeline`): INGEST_PIPELINE=true with
+   * INGEST_GROUPS_IN_FLIGHT=1 on PostgreSQL with a pool of 3 or more.
    */
   private readonly pipelined: boolean
   /**

@@ -87,8 +87,8 @@ export function ingestItem(
  * The hot path's one statement, as raw text on purpose (the one exception to docs/architecture.md
  * "Speaking SQL"): it is sent as-is and prepared once per connection (DatabaseHandle.query), where
  * Drizzle's `sql` template builds the query and sends an unnamed statement that PostgreSQL parses
- * on every call. It runs on the group commit's own connection when the writer pipelines
- * (`DatabaseHandle.pipeline`), else on the pool: its one parameter is JSON text, a scalar, so with
+ * on every call. A large group runs on the group commit's own connection, where the next may be
+ * pipelined behind it (`DatabaseHandle.pipeline`), the rest on the pool: its one parameter is JSON text, a scalar, so with
  * DATABASE_DRIVER=bun-sql on Bun.sql (src/db/bun-sql.ts). The function it calls:
  * drizzle/functions/ingest_leads.sql.
  */
