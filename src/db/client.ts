@@ -41,9 +41,10 @@ export interface DatabaseHandle {
   queryConcurrency: number
   /**
    * The group commit's own connection for its large groups (INGEST_PIPELINE on PostgreSQL with a
-   * pool of 3 or more; null otherwise): a statement sent while another runs is written at once and waits on the
-   * server's side, which runs it the moment the first ends, without waiting for this process to read
-   * the first's answer (postgres.js pipelines; Bun.sql does not). docs/architecture.md "Group commit".
+   * pool of 3 or more; null otherwise): a statement sent while another runs is written at once and
+   * waits on the server's side, which runs it the moment the first ends, without waiting for this
+   * process to read the first's answer (postgres.js pipelines; Bun.sql does not).
+   * docs/architecture.md "Group commit".
    */
   pipeline: PipelinedStatements | null
   close(): Promise<void>
@@ -70,9 +71,9 @@ export async function openDatabase(
 
 /**
  * How DATABASE_POOL_SIZE is split. With INGEST_PIPELINE, from 3 up, one connection is the group
- * commit's own (`DatabaseHandle.pipeline`). With DATABASE_DRIVER=bun-sql a third of the pool (at least one)
- * stays with postgres.js for Drizzle's queries (management, a source not yet cached) and the rest
- * serves the hot statements; with postgres-js the rest is postgres.js'. The budget of
+ * commit's own (`DatabaseHandle.pipeline`). With DATABASE_DRIVER=bun-sql a third of the pool (at
+ * least one) stays with postgres.js for Drizzle's queries (management, a source not yet cached) and
+ * the rest serves the hot statements; with postgres-js the rest is postgres.js'. The budget of
  * docs/operations.md (pool + 1 listener per replica) holds either way.
  */
 export function splitPool(
@@ -86,7 +87,7 @@ export function splitPool(
   return { postgresJs, bunSql: poolSize - postgresJs - groupCommit, groupCommit }
 }
 
-/** postgres.js' settings for every client of the pool (the shared pool and the group commit's connection). */
+/** postgres.js' settings for both its clients: the shared pool and the group commit's connection. */
 const POSTGRES_JS_OPTIONS = {
   // A lost database must surface quickly as 503, not as a request that waits forever.
   connect_timeout: 3,
