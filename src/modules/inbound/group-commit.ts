@@ -82,7 +82,7 @@ export class GroupCommitWriter {
    * may be pipelined behind it (`DatabaseHandle.pipeline`): INGEST_PIPELINE=true with
    * INGEST_GROUPS_IN_FLIGHT=1 on PostgreSQL with a pool of 3 or more.
    */
-  private readonly pipelined: boolean
+  private readonly hasPipeline: boolean
   /**
    * With DIAGNOSE_STALLS (bench/stall-timeline.ts): a group whose statement took this long, or whose
    * oldest lead waited this long before it was sent, is logged, so the open-loop tail can be split
@@ -103,7 +103,7 @@ export class GroupCommitWriter {
     // is written), never more than connections send them (DatabaseHandle.queryConcurrency: PGlite
     // has one, bun-sql its share of the pool). With one, a second group may wait pipelined behind
     // the running one on the group commit's connection (maySend).
-    this.pipelined = ctx.config.ingestGroupsInFlight === 1 && Boolean(ctx.database.pipeline)
+    this.hasPipeline = ctx.config.ingestGroupsInFlight === 1 && Boolean(ctx.database.pipeline)
     this.maxInFlight = Math.min(ctx.database.queryConcurrency, ctx.config.ingestGroupsInFlight)
   }
 
@@ -145,8 +145,8 @@ export class GroupCommitWriter {
    */
   private maySend(): boolean {
     if (this.inFlight < this.maxInFlight) return true
+    // The one group in flight runs on the group commit's connection (only then is onPipeline 1).
     return (
-      this.pipelined &&
       this.inFlight === 1 &&
       this.onPipeline === 1 &&
       this.queue.length >= Math.max(this.leadsInFlight, PIPELINED_GROUP_MIN)
@@ -164,7 +164,7 @@ export class GroupCommitWriter {
       const keys = group.flatMap((waiting) => waiting.keys)
       for (const key of keys) this.keysInFlight.set(key, (this.keysInFlight.get(key) ?? 0) + 1)
       // A large group, or one behind it: on the group commit's own connection.
-      const pipelined = this.pipelined && (this.inFlight > 0 || group.length >= PIPELINED_GROUP_MIN)
+      const pipelined = this.hasPipeline && (this.inFlight > 0 || group.length >= PIPELINED_GROUP_MIN)
       this.inFlight++
       this.leadsInFlight += group.length
       if (pipelined) this.onPipeline++

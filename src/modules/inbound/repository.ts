@@ -87,9 +87,10 @@ export function ingestItem(
  * The hot path's one statement, as raw text on purpose (the one exception to docs/architecture.md
  * "Speaking SQL"): it is sent as-is and prepared once per connection (DatabaseHandle.query), where
  * Drizzle's `sql` template builds the query and sends an unnamed statement that PostgreSQL parses
- * on every call. A large group runs on the group commit's own connection, where the next may be
- * pipelined behind it (`DatabaseHandle.pipeline`), the rest on the pool: its one parameter is JSON text, a scalar, so with
- * DATABASE_DRIVER=bun-sql on Bun.sql (src/db/bun-sql.ts). The function it calls:
+ * on every call. With INGEST_PIPELINE a large group runs on the group commit's own connection,
+ * where the next may be pipelined behind it (`DatabaseHandle.pipeline`); every other group on the
+ * pool, where its one parameter, JSON text, a scalar, sends it through Bun.sql with
+ * DATABASE_DRIVER=bun-sql (src/db/bun-sql.ts). The function it calls:
  * drizzle/functions/ingest_leads.sql.
  */
 const INGEST_SQL =
