@@ -11,6 +11,8 @@ import {
   ADMIN_DATABASE_URL,
   BENCH_SECRETS_KEY,
   BENCH_WEBHOOK_ENV,
+  diskInterval,
+  diskWrites,
   dockerfileJscEnv,
   freePort,
   freshDatabase,
@@ -29,8 +31,12 @@ import {
  * meanwhile), each last-request flush, each event-loop stall (a 5 ms drift probe; `gc` when the
  * JS heap shrank in that interval) and each group of the group commit whose statement took 3 ms or
  * more (`group statement`, send to rows in hand) or whose oldest lead waited 3 ms or more before it
- * was sent (`group wait`). Printed: every 100 ms bucket whose p99 or max is slow, with the
- * jobs and stalls that overlap it, and which of them the slow requests overlapped.
+ * was sent (`group wait`). This process adds what the machine did meanwhile, sampled every 50 ms:
+ * an interval whose disk writes or cache flushes took DISK_SLOW_MS or more on average (`disk writes
+ * slow`: a commit's WAL flush waits behind them), and a sample that came 3 ms or more late (`client stall`:
+ * the load generator itself sent late, and the open loop charges that to the service). Printed:
+ * every 100 ms bucket whose p99 or max is slow, with the jobs and stalls that overlap it, and which
+ * of them the slow requests overlapped.
  *
  *   --seconds 60       measured seconds (after --warm seconds of the same load)
  *   --warm 10          the service is ~3 s old when the warm-up starts: jobs due 5, 15, 20, 30, 45 s
@@ -62,6 +68,14 @@ const SOURCES = Number(process.env.BENCH_SOURCES ?? 10_000)
 const BUCKET_MS = 100
 const SLOW_MS = 6
 const MAX_BUCKETS = 40
+const PROBE_MS = 50
+/**
+ * The mean time of a write over one probe interval above which the disk counts as slow: this
+ * machine's idle disk answers an 8 kB write with its flush in ~0.1 ms (pg_test_fsync), and under a
+ * service at 1,000 leads/s most intervals averaged 0.04-0.1 ms (docs/benchmarks.md, "The open
+ * loop's tail on a fast machine").
+ */
+const DISK_SLOW_MS = 1
 
 const variants = (args.variants ?? `branch=${ROOT}`).split(',').map((entry) => {
   const [name, dir] = entry.split('=')
@@ -72,7 +86,7 @@ const order = (args.order ?? (variants.length > 1 ? 'ABBAAB' : 'A'))
   .map((letter) => variants[letter.charCodeAt(0) - 65]!)
 
 interface ServerEvent {
-  kind: 'stall' | 'job' | 'group'
+  kind: 'stall' | 'job' | 'group' | 'disk' | 'client'
   name: string
   at: number
   durationMs: number
@@ -173,18 +187,51 @@ async function runOnce(variant: { name: string; dir: string }, index: number) {
     log(`${variant.name} (run ${index + 1}): warm-up ${WARM} s, then ${SECONDS} s at ${RATE} req/s`)
     await openLoop({ rate: RATE, seconds: WARM, makeRequest: (i) => request(i, 'warm') })
     const samples: Array<{ due: number; latency: number }> = []
+    const stopProbe = probeMachine(events)
     const result = await openLoop({
       rate: RATE,
       seconds: SECONDS,
       makeRequest: (i) => request(i, 'run'),
       onLatency: (due, latency) => samples.push({ due: performance.timeOrigin + due, latency }),
-    })
+    }).finally(stopProbe)
     await Bun.sleep(200)
     return report(variant.name, serviceStart, result, samples, events)
   } finally {
     child.kill('SIGTERM')
     await Promise.race([child.exited, Bun.sleep(15_000).then(() => child.kill('SIGKILL'))])
   }
+}
+
+/**
+ * Every PROBE_MS: the disks' writes since the last sample (an event when they were slow) and how late
+ * this sample came (an event when 3 ms or more: this process, the load generator, was held up).
+ * Returns the function that stops it.
+ */
+function probeMachine(events: ServerEvent[]): () => void {
+  let last = { at: performance.timeOrigin + performance.now(), disk: diskWrites() }
+  const timer = setInterval(() => {
+    const now = { at: performance.timeOrigin + performance.now(), disk: diskWrites() }
+    const late = now.at - last.at - PROBE_MS
+    if (late >= STALL_LOG_MS)
+      events.push({
+        kind: 'client',
+        name: 'client stall',
+        at: last.at + PROBE_MS,
+        durationMs: round(late, 1),
+        fields: {},
+      })
+    const disk = diskInterval(last.disk, now.disk)
+    if (Math.max(disk.writeMs, disk.flushMs) >= DISK_SLOW_MS)
+      events.push({
+        kind: 'disk',
+        name: 'disk writes slow',
+        at: last.at,
+        durationMs: round(now.at - last.at, 1),
+        fields: { write_ms: disk.writeMs, flush_ms: disk.flushMs, mb_written: disk.mbWritten },
+      })
+    last = now
+  }, PROBE_MS)
+  return () => clearInterval(timer)
 }
 
 async function collectEvents(stream: ReadableStream<Uint8Array>, events: ServerEvent[]) {
@@ -256,6 +303,13 @@ function report(
     const byName = new Map<string, ServerEvent[]>()
     for (const event of list) byName.set(event.name, [...(byName.get(event.name) ?? []), event])
     return [...byName].map(([name, group]) => {
+      if (group[0]!.kind === 'disk') {
+        // Every disk interval is one probe long: the slowest writes say more.
+        const slowest = (event: ServerEvent) =>
+          Math.max(Number(event.fields.write_ms), Number(event.fields.flush_ms))
+        const worst = group.reduce((a, b) => (slowest(b) > slowest(a) ? b : a))
+        return `${name} ×${group.length} (worst ${worst.fields.write_ms} ms a write, ${worst.fields.flush_ms} ms a flush, ${worst.fields.mb_written} MB in ${worst.durationMs} ms)`
+      }
       const longest = group.reduce((a, b) => (b.durationMs > a.durationMs ? b : a))
       const loop = longest.kind === 'job' ? `, loop ${longest.fields.loop_blocked_ms} ms` : ''
       return `${name} ×${group.length} (longest ${longest.durationMs} ms${loop})`
@@ -312,6 +366,13 @@ function report(
   console.log(
     `event-loop stalls >= 3 ms: ${stalls.length} (${gcStalls.length} with a GC), longest ${longest(stalls)} ms`,
   )
+  const diskSlow = events.filter((event) => event.kind === 'disk')
+  const clientStalls = events.filter((event) => event.kind === 'client')
+  const worstMs = (field: string) =>
+    round(Math.max(0, ...diskSlow.map((event) => Number(event.fields[field]))), 2)
+  console.log(
+    `disk: ${diskSlow.length} intervals of ${PROBE_MS} ms whose writes or flushes took >= ${DISK_SLOW_MS} ms on average (worst write ${worstMs('write_ms')} ms, flush ${worstMs('flush_ms')} ms); client stalls >= ${STALL_LOG_MS} ms: ${clientStalls.length}, longest ${longest(clientStalls)} ms`,
+  )
   console.log(
     `group commit: ${groups('group statement').length} statements >= ${STALL_LOG_MS} ms (longest ${longest(groups('group statement'))} ms), ${groups('group wait').length} groups whose oldest lead waited >= ${STALL_LOG_MS} ms (longest ${longest(groups('group wait'))} ms)`,
   )
@@ -341,6 +402,8 @@ function report(
     requests: samples.length,
     stalls: stalls.length,
     gcStalls: gcStalls.length,
+    diskSlowIntervals: diskSlow.length,
+    clientStalls: clientStalls.length,
     blame,
     jobs,
     slowBuckets: worst,

@@ -452,3 +452,66 @@ export function cpuModel(): string | null {
     .find((entry) => entry.startsWith('model name'))
   return line?.split(':')[1]?.trim() ?? null
 }
+
+/** Writes completed by the machine's whole disks since boot (/proc/diskstats), summed. */
+export interface DiskWrites {
+  writes: number
+  sectors: number
+  /** milliseconds the writes spent in the device's queue and service, summed over writes */
+  writeMs: number
+  /** flush requests (fsync, fdatasync reach the device as these where it has a volatile cache) */
+  flushes: number
+  flushMs: number
+}
+
+// Whole disks only: a partition's line repeats its disk's I/O. Loop, RAM and device-mapper lines are
+// not disks of their own (a dm device's writes are its disks' writes).
+const WHOLE_DISK = /^(sd[a-z]+|vd[a-z]+|xvd[a-z]+|hd[a-z]+|nvme\d+n\d+|mmcblk\d+)$/
+
+/**
+ * A /proc/diskstats text, summed over whole disks: after major, minor and name come reads (4
+ * fields), writes completed, merged, sectors and ms, in flight, ms doing I/O, weighted ms, discards
+ * (4, since Linux 4.18) and flushes completed and ms (since 5.5); a kernel without the flush fields
+ * reads as none.
+ */
+export function parseDiskWrites(procDiskstats: string): DiskWrites {
+  const total: DiskWrites = { writes: 0, sectors: 0, writeMs: 0, flushes: 0, flushMs: 0 }
+  let disks = 0
+  for (const line of procDiskstats.split('\n')) {
+    const fields = line.trim().split(/\s+/)
+    if (fields.length < 14 || !WHOLE_DISK.test(fields[2]!)) continue
+    const value = (index: number) => {
+      const number = Number(fields[index] ?? 0)
+      if (!Number.isFinite(number)) throw new Error(`unreadable /proc/diskstats line: ${line}`)
+      return number
+    }
+    disks++
+    total.writes += value(7)
+    total.sectors += value(9)
+    total.writeMs += value(10)
+    total.flushes += value(18)
+    total.flushMs += value(19)
+  }
+  if (disks === 0) throw new Error('/proc/diskstats lists no whole disk')
+  return total
+}
+
+export function diskWrites(): DiskWrites {
+  return parseDiskWrites(readFileSync('/proc/diskstats', 'utf8'))
+}
+
+/**
+ * What the disks did between two readings: MB written, the mean time of a write and of a flush, ms
+ * (0 where there was none).
+ */
+export function diskInterval(
+  before: DiskWrites,
+  after: DiskWrites,
+): { mbWritten: number; writeMs: number; flushMs: number } {
+  const mean = (ms: number, count: number) => (count > 0 ? round(ms / count, 2) : 0)
+  return {
+    mbWritten: round(((after.sectors - before.sectors) * 512) / 1024 / 1024, 1),
+    writeMs: mean(after.writeMs - before.writeMs, after.writes - before.writes),
+    flushMs: mean(after.flushMs - before.flushMs, after.flushes - before.flushes),
+  }
+}

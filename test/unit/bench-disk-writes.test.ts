@@ -1,0 +1,72 @@
+import { describe, expect, test } from 'bun:test'
+import { type DiskWrites, diskInterval, diskWrites, parseDiskWrites } from '../../bench/support'
+
+/**
+ * `bench:stalls` marks the intervals whose disk writes were slow (bench/stall-timeline.ts), from
+ * /proc/diskstats: major minor name, reads (4 fields), writes completed, merged, sectors, ms, in
+ * flight, ms doing I/O, weighted ms, discards (4), flushes completed and ms. A partition's line
+ * repeats its disk's I/O, so only whole disks are summed.
+ */
+const line = (name: string, writes: number, sectors: number, writeMs: number, flushes?: [number, number]) =>
+  [8, 0, name, 10, 0, 80, 5, writes, 2, sectors, writeMs, 0, 40, 60, 0, 0, 0, 0, ...(flushes ?? [])].join(' ')
+
+describe('parseDiskWrites', () => {
+  test.each<[string, string, DiskWrites]>([
+    [
+      'a virtio disk and its partition: the partition is not counted again',
+      `${line('vda', 100, 2048, 50, [7, 3])}\n${line('vda1', 100, 2048, 50, [7, 3])}\n`,
+      { writes: 100, sectors: 2048, writeMs: 50, flushes: 7, flushMs: 3 },
+    ],
+    [
+      'two whole disks (SCSI and NVMe) summed; loop and device-mapper lines left out',
+      `${line('sda', 10, 100, 5, [1, 1])}\n${line('nvme0n1', 20, 200, 6, [2, 2])}\n${line('nvme0n1p1', 20, 200, 6, [2, 2])}\n${line('loop0', 99, 999, 99, [9, 9])}\n${line('dm-0', 30, 300, 7, [3, 3])}\n`,
+      { writes: 30, sectors: 300, writeMs: 11, flushes: 3, flushMs: 3 },
+    ],
+    [
+      'a kernel before 5.5 has no flush fields: none flushed',
+      `${line('sdb', 4, 64, 2)}\n`,
+      { writes: 4, sectors: 64, writeMs: 2, flushes: 0, flushMs: 0 },
+    ],
+  ])('%s', (_name, text, expected) => {
+    expect(parseDiskWrites(text)).toEqual(expected)
+  })
+
+  test('no whole disk, or an unreadable field, is an error, never zeros', () => {
+    expect(() => parseDiskWrites(`${line('loop0', 1, 1, 1)}\n`)).toThrow(
+      '/proc/diskstats lists no whole disk',
+    )
+    // the writes-completed field unreadable
+    expect(() => parseDiskWrites('8 0 vda 10 0 80 5 x 2 16 1 0 40 60 0 0 0 0 1 1\n')).toThrow(
+      'unreadable /proc/diskstats line',
+    )
+  })
+
+  test('this machine has a whole disk to read', () => {
+    const reading = diskWrites()
+    expect(reading.writes).toBeGreaterThanOrEqual(0)
+    expect(Number.isFinite(reading.writeMs)).toBe(true)
+  })
+})
+
+describe('diskInterval', () => {
+  const at = (writes: number, sectors: number, writeMs: number, flushes = 0, flushMs = 0): DiskWrites => ({
+    writes,
+    sectors,
+    writeMs,
+    flushes,
+    flushMs,
+  })
+
+  test('MB written and the mean time of a write and of a flush between two readings', () => {
+    // 44 MB in 100 writes taking 569 ms in all: the burst under the 33 ms request of 2026-11-27.
+    expect(diskInterval(at(1000, 0, 100, 40, 4), at(1100, 90112, 669, 50, 9))).toEqual({
+      mbWritten: 44,
+      writeMs: 5.69,
+      flushMs: 0.5,
+    })
+  })
+
+  test('no write or flush in the interval: nothing written, no mean', () => {
+    expect(diskInterval(at(5, 80, 3), at(5, 80, 3))).toEqual({ mbWritten: 0, writeMs: 0, flushMs: 0 })
+  })
+})
