@@ -13,6 +13,7 @@ import {
   cpuJiffies,
   cpuModel,
   cpuShares,
+  describeDiskStalls,
   log,
   medianBy,
   megabytes,
@@ -81,7 +82,7 @@ try {
   await floorServer.stop()
 }
 console.log(
-  `harness floor ${RATE} req/s (server doing nothing): p50 ${round(harnessFloor.p50Ms)} ms, p99 ${round(harnessFloor.p99Ms)} ms, client ${harnessFloor.clientCores} cores, idle ${harnessFloor.idlePct}%, steal ${harnessFloor.stealPct}%`,
+  `harness floor ${RATE} req/s (server doing nothing): p50 ${round(harnessFloor.p50Ms)} ms, p99 ${round(harnessFloor.p99Ms)} ms, client ${harnessFloor.clientCores} cores, idle ${harnessFloor.idlePct}%, steal ${harnessFloor.stealPct}%, ${describeDiskStalls(harnessFloor)}`,
 )
 /**
  * RATE_ROUNDS open-loop runs against one server after a warm-up, the median run by p99 printed;
@@ -108,7 +109,7 @@ async function fixedRateOf(
         makeRequest: (index) => leadRequest(server.url, index, `${label}-rate-${run}`),
       })
       console.log(
-        `${label}: open loop ${RATE} req/s #${run}: p50 ${round(result.p50Ms)} ms, p99 ${round(result.p99Ms)} ms, max ${round(result.maxMs)} ms, ok ${result.ok}/${result.sent}, client ${result.clientCores} cores, idle ${result.idlePct}%, steal ${result.stealPct}%`,
+        `${label}: open loop ${RATE} req/s #${run}: p50 ${round(result.p50Ms)} ms, p99 ${round(result.p99Ms)} ms, max ${round(result.maxMs)} ms, ok ${result.ok}/${result.sent}, client ${result.clientCores} cores, idle ${result.idlePct}%, steal ${result.stealPct}%, ${describeDiskStalls(result)}`,
       )
       runs.push(result)
     }

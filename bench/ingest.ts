@@ -7,8 +7,11 @@ import {
   addWebhookEndpoint,
   BENCH_WEBHOOK_ENV,
   checkoutBaseline,
+  countDiskStalls,
   cpuJiffies,
   cpuShares,
+  type DiskStalls,
+  describeDiskStalls,
   freshDatabase,
   log,
   medianBy,
@@ -134,7 +137,8 @@ function variantEnv(name: string): Record<string, string> {
   return parseEnvAssignments(name)
 }
 
-export interface IngestFigures {
+/** With the disk's stalls during the level (a commit waits for its WAL on disk, every contender's alike). */
+export interface IngestFigures extends DiskStalls {
   requestsPerSecond: number
   p50Ms: number
   p99Ms: number
@@ -187,6 +191,7 @@ async function measure(
     for (const connections of CONNECTION_LEVELS) {
       log(`${label}: measuring ${SECONDS}s with ${connections} connections`)
       const cpuBefore = cpuJiffies()
+      const stopDiskProbe = countDiskStalls()
       const result: WrkResult = await runWrk({
         url: server.url,
         keysFile,
@@ -202,6 +207,7 @@ async function measure(
         connections,
         peakRssMb: megabytes(server.peakRssBytes()),
         ...cpuShares(cpuBefore, cpuJiffies()),
+        ...stopDiskProbe(),
       })
     }
     await afterLoad?.()
@@ -681,7 +687,7 @@ function medianRun(runs: IngestFigures[]): IngestFigures {
 
 export function printIngest(result: IngestResult): void {
   const row = (name: string, figures: IngestFigures) =>
-    `${name.padEnd(36)} ${String(figures.connections).padStart(4)} conn ${String(round(figures.requestsPerSecond, 0)).padStart(7)} req/s   p50 ${String(round(figures.p50Ms)).padStart(6)} ms   p99 ${String(round(figures.p99Ms)).padStart(6)} ms   peak RSS ${String(figures.peakRssMb).padStart(6)} MB   non-2xx ${figures.non2xx}   idle ${figures.idlePct}%   steal ${figures.stealPct}%`
+    `${name.padEnd(36)} ${String(figures.connections).padStart(4)} conn ${String(round(figures.requestsPerSecond, 0)).padStart(7)} req/s   p50 ${String(round(figures.p50Ms)).padStart(6)} ms   p99 ${String(round(figures.p99Ms)).padStart(6)} ms   peak RSS ${String(figures.peakRssMb).padStart(6)} MB   non-2xx ${figures.non2xx}   idle ${figures.idlePct}%   steal ${figures.stealPct}%   ${describeDiskStalls(figures)}`
   for (const [name, runs] of Object.entries(result.runs)) {
     for (const [index, run] of runs.entries()) {
       for (const level of run.levels) console.log(row(`${name} #${index + 1}`, level))

@@ -1,4 +1,4 @@
-import { cpuJiffies, cpuShares, percentile } from './support'
+import { countDiskStalls, cpuJiffies, cpuShares, type DiskStalls, percentile } from './support'
 
 /**
  * The shortest wait between sends. `Bun.sleep` of less than a millisecond comes back at once, so
@@ -11,7 +11,7 @@ import { cpuJiffies, cpuShares, percentile } from './support'
  */
 const MIN_SLEEP_MS = 1
 
-export interface OpenLoopResult {
+export interface OpenLoopResult extends DiskStalls {
   sent: number
   ok: number
   failed: number
@@ -47,6 +47,7 @@ export async function openLoop(options: {
   const pending: Promise<void>[] = []
   const cpuBefore = process.cpuUsage()
   const machineBefore = cpuJiffies()
+  const stopDiskProbe = countDiskStalls()
   const start = performance.now()
   let next = 0
   while (next < total) {
@@ -78,6 +79,7 @@ export async function openLoop(options: {
     await Bun.sleep(Math.max(MIN_SLEEP_MS, start + next * interval - performance.now()))
   }
   await Promise.all(pending)
+  const disk = stopDiskProbe()
   const elapsedMs = performance.now() - start
   const cpu = process.cpuUsage(cpuBefore)
   latencies.sort((a, b) => a - b)
@@ -91,5 +93,6 @@ export async function openLoop(options: {
     maxMs: latencies[latencies.length - 1] ?? Number.NaN,
     clientCores: Math.round(((cpu.user + cpu.system) / 1000 / elapsedMs) * 100) / 100,
     ...cpuShares(machineBefore, cpuJiffies()),
+    ...disk,
   }
 }

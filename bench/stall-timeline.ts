@@ -11,13 +11,15 @@ import {
   ADMIN_DATABASE_URL,
   BENCH_SECRETS_KEY,
   BENCH_WEBHOOK_ENV,
-  diskInterval,
-  diskWrites,
+  DISK_SLOW_MS,
   dockerfileJscEnv,
   freePort,
   freshDatabase,
   log,
+  type MachineInterval,
+  PROBE_MS,
   percentile,
+  probeMachine,
   REDIS_URL,
   ROOT,
   round,
@@ -68,14 +70,6 @@ const SOURCES = Number(process.env.BENCH_SOURCES ?? 10_000)
 const BUCKET_MS = 100
 const SLOW_MS = 6
 const MAX_BUCKETS = 40
-const PROBE_MS = 50
-/**
- * The mean time of a write over one probe interval above which the disk counts as slow: this
- * machine's idle disk answers an 8 kB write with its flush in ~0.1 ms (pg_test_fsync), and under a
- * service at 1,000 leads/s most intervals averaged 0.04-0.1 ms (docs/benchmarks.md, "The open
- * loop's tail on a fast machine").
- */
-const DISK_SLOW_MS = 1
 
 const variants = (args.variants ?? `branch=${ROOT}`).split(',').map((entry) => {
   const [name, dir] = entry.split('=')
@@ -187,7 +181,7 @@ async function runOnce(variant: { name: string; dir: string }, index: number) {
     log(`${variant.name} (run ${index + 1}): warm-up ${WARM} s, then ${SECONDS} s at ${RATE} req/s`)
     await openLoop({ rate: RATE, seconds: WARM, makeRequest: (i) => request(i, 'warm') })
     const samples: Array<{ due: number; latency: number }> = []
-    const stopProbe = probeMachine(events)
+    const stopProbe = probeMachine((interval) => events.push(...machineEvents(interval)))
     const result = await openLoop({
       rate: RATE,
       seconds: SECONDS,
@@ -202,36 +196,26 @@ async function runOnce(variant: { name: string; dir: string }, index: number) {
   }
 }
 
-/**
- * Every PROBE_MS: the disks' writes since the last sample (an event when they were slow) and how late
- * this sample came (an event when 3 ms or more: this process, the load generator, was held up).
- * Returns the function that stops it.
- */
-function probeMachine(events: ServerEvent[]): () => void {
-  let last = { at: performance.timeOrigin + performance.now(), disk: diskWrites() }
-  const timer = setInterval(() => {
-    const now = { at: performance.timeOrigin + performance.now(), disk: diskWrites() }
-    const late = now.at - last.at - PROBE_MS
-    if (late >= STALL_LOG_MS)
-      events.push({
-        kind: 'client',
-        name: 'client stall',
-        at: last.at + PROBE_MS,
-        durationMs: round(late, 1),
-        fields: {},
-      })
-    const disk = diskInterval(last.disk, now.disk)
-    if (Math.max(disk.writeMs, disk.flushMs) >= DISK_SLOW_MS)
-      events.push({
-        kind: 'disk',
-        name: 'disk writes slow',
-        at: last.at,
-        durationMs: round(now.at - last.at, 1),
-        fields: { write_ms: disk.writeMs, flush_ms: disk.flushMs, mb_written: disk.mbWritten },
-      })
-    last = now
-  }, PROBE_MS)
-  return () => clearInterval(timer)
+/** A probe interval as the timeline's events: the disk slow in it, the load generator late. */
+function machineEvents(interval: MachineInterval): ServerEvent[] {
+  const events: ServerEvent[] = []
+  if (interval.lateMs >= STALL_LOG_MS)
+    events.push({
+      kind: 'client',
+      name: 'client stall',
+      at: interval.at + PROBE_MS,
+      durationMs: interval.lateMs,
+      fields: {},
+    })
+  if (Math.max(interval.writeMs, interval.flushMs) >= DISK_SLOW_MS)
+    events.push({
+      kind: 'disk',
+      name: 'disk writes slow',
+      at: interval.at,
+      durationMs: interval.durationMs,
+      fields: { write_ms: interval.writeMs, flush_ms: interval.flushMs, mb_written: interval.mbWritten },
+    })
+  return events
 }
 
 async function collectEvents(stream: ReadableStream<Uint8Array>, events: ServerEvent[]) {

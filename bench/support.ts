@@ -515,3 +515,84 @@ export function diskInterval(
     flushMs: mean(after.flushMs - before.flushMs, after.flushes - before.flushes),
   }
 }
+
+/** One probe interval: what the disks did in it, and how late the probe came (its own process held up). */
+export interface MachineInterval {
+  /** epoch ms when the interval began */
+  at: number
+  durationMs: number
+  /** how much later than due this sample came: the probing process's own event loop was held up */
+  lateMs: number
+  mbWritten: number
+  writeMs: number
+  flushMs: number
+}
+
+/**
+ * The mean time of a write or a cache flush over one probe interval from which the disk counts as
+ * slow: the benchmark machine's idle disk answers an 8 kB write with its flush in ~0.1 ms
+ * (pg_test_fsync), and under the service at 1,000 leads/s most 50 ms intervals averaged 0.04-0.1
+ * ms, while the intervals under its 100 ms requests averaged 2-210 ms (docs/benchmarks.md, "The
+ * open loop's tail on a fast machine"). A commit waits for its WAL to reach the disk, so a slow
+ * disk is a slow lead for every contender alike.
+ */
+export const DISK_SLOW_MS = 1
+export const PROBE_MS = 50
+
+/** Samples the disks every `everyMs` until the returned function is called (it takes the last sample). */
+export function probeMachine(
+  onInterval: (interval: MachineInterval) => void,
+  everyMs = PROBE_MS,
+): () => void {
+  const sample = () => ({ at: performance.timeOrigin + performance.now(), disk: diskWrites() })
+  let last = sample()
+  const take = () => {
+    const now = sample()
+    const durationMs = now.at - last.at
+    onInterval({
+      at: last.at,
+      durationMs: round(durationMs, 1),
+      lateMs: round(Math.max(0, durationMs - everyMs), 1),
+      ...diskInterval(last.disk, now.disk),
+    })
+    last = now
+  }
+  const timer = setInterval(take, everyMs)
+  return () => {
+    clearInterval(timer)
+    take()
+  }
+}
+
+/** Beside every figure, like idle and steal: the probe intervals whose disk was slow, and the worst. */
+export interface DiskStalls {
+  diskSlowIntervals: number
+  /** the slowest mean write or flush of an interval, ms */
+  diskWorstMs: number
+}
+
+export function diskStalls(intervals: readonly MachineInterval[]): DiskStalls {
+  let diskSlowIntervals = 0
+  let diskWorstMs = 0
+  for (const interval of intervals) {
+    const slowest = Math.max(interval.writeMs, interval.flushMs)
+    if (slowest >= DISK_SLOW_MS) diskSlowIntervals++
+    diskWorstMs = Math.max(diskWorstMs, slowest)
+  }
+  return { diskSlowIntervals, diskWorstMs: round(diskWorstMs, 2) }
+}
+
+/** Counts disk stalls from now until the returned function is called. */
+export function countDiskStalls(): () => DiskStalls {
+  const intervals: MachineInterval[] = []
+  const stop = probeMachine((interval) => intervals.push(interval))
+  return () => {
+    stop()
+    return diskStalls(intervals)
+  }
+}
+
+/** How a line prints them: `disk slow 3×50 ms (worst 57.02 ms)`. */
+export function describeDiskStalls({ diskSlowIntervals, diskWorstMs }: DiskStalls): string {
+  return `disk slow ${diskSlowIntervals}×${PROBE_MS} ms (worst ${diskWorstMs} ms)`
+}

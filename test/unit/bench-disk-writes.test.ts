@@ -1,5 +1,16 @@
 import { describe, expect, test } from 'bun:test'
-import { type DiskWrites, diskInterval, diskWrites, parseDiskWrites } from '../../bench/support'
+import {
+  DISK_SLOW_MS,
+  type DiskWrites,
+  describeDiskStalls,
+  diskInterval,
+  diskStalls,
+  diskWrites,
+  type MachineInterval,
+  PROBE_MS,
+  parseDiskWrites,
+  probeMachine,
+} from '../../bench/support'
 
 /**
  * `bench:stalls` marks the intervals whose disk writes were slow (bench/stall-timeline.ts), from
@@ -68,5 +79,54 @@ describe('diskInterval', () => {
 
   test('no write or flush in the interval: nothing written, no mean', () => {
     expect(diskInterval(at(5, 80, 3), at(5, 80, 3))).toEqual({ mbWritten: 0, writeMs: 0, flushMs: 0 })
+  })
+})
+
+describe('diskStalls', () => {
+  const interval = (writeMs: number, flushMs: number): MachineInterval => ({
+    at: 0,
+    durationMs: PROBE_MS,
+    lateMs: 0,
+    mbWritten: 0.1,
+    writeMs,
+    flushMs,
+  })
+
+  test('an interval counts once when its writes or its flushes were slow on average; the worst either way', () => {
+    const stalls = diskStalls([
+      interval(0.05, 0.04),
+      interval(DISK_SLOW_MS, 0),
+      interval(0.1, 57.02),
+      interval(3.2, 2.1),
+      interval(0.99, 0.99),
+    ])
+    expect(stalls).toEqual({ diskSlowIntervals: 3, diskWorstMs: 57.02 })
+    expect(describeDiskStalls(stalls)).toBe(`disk slow 3×${PROBE_MS} ms (worst 57.02 ms)`)
+  })
+
+  test('no interval: none slow', () => {
+    expect(diskStalls([])).toEqual({ diskSlowIntervals: 0, diskWorstMs: 0 })
+  })
+})
+
+describe('probeMachine', () => {
+  test('samples this machine every interval until stopped, and once more when stopped', async () => {
+    const intervals: MachineInterval[] = []
+    const stop = probeMachine((sample) => intervals.push(sample), 10)
+    await Bun.sleep(55)
+    stop()
+    const taken = intervals.length
+    await Bun.sleep(30)
+    expect(taken).toBeGreaterThanOrEqual(2)
+    expect(intervals.length).toBe(taken)
+    for (const sample of intervals) {
+      expect(sample.durationMs).toBeGreaterThanOrEqual(0)
+      expect(sample.lateMs).toBeGreaterThanOrEqual(0)
+      expect(sample.mbWritten).toBeGreaterThanOrEqual(0)
+      expect(sample.writeMs).toBeGreaterThanOrEqual(0)
+    }
+    // consecutive: each interval begins where the one before ended
+    for (let index = 1; index < intervals.length; index++)
+      expect(intervals[index]!.at).toBeCloseTo(intervals[index - 1]!.at + intervals[index - 1]!.durationMs, 0)
   })
 })
