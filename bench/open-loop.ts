@@ -1,4 +1,12 @@
-import { countDiskStalls, cpuJiffies, cpuShares, type DiskStalls, percentile } from './support'
+import {
+  cpuJiffies,
+  cpuShares,
+  type DiskStalls,
+  diskStalls,
+  type MachineInterval,
+  percentile,
+  probeMachine,
+} from './support'
 
 /**
  * The shortest wait between sends. `Bun.sleep` of less than a millisecond comes back at once, so
@@ -37,6 +45,8 @@ export async function openLoop(options: {
   makeRequest: (index: number) => { url: string; init: RequestInit }
   /** Each request's due time (performance.now() clock) and latency, for a timeline (stall-timeline.ts). */
   onLatency?: (dueMs: number, latencyMs: number, ok: boolean) => void
+  /** Each 50 ms of the disks and of this process's lateness while the load runs (stall-timeline.ts). */
+  onMachineInterval?: (interval: MachineInterval) => void
 }): Promise<OpenLoopResult> {
   const total = Math.round(options.rate * options.seconds)
   const interval = 1000 / options.rate
@@ -47,39 +57,47 @@ export async function openLoop(options: {
   const pending: Promise<void>[] = []
   const cpuBefore = process.cpuUsage()
   const machineBefore = cpuJiffies()
-  const stopDiskProbe = countDiskStalls()
+  const machine: MachineInterval[] = []
+  const stopProbe = probeMachine((interval) => {
+    machine.push(interval)
+    options.onMachineInterval?.(interval)
+  })
   const start = performance.now()
   let next = 0
-  while (next < total) {
-    const now = performance.now()
-    while (next < total && start + next * interval <= now) {
-      const due = start + next * interval
-      const { url, init } = options.makeRequest(next)
-      pending.push(
-        fetch(url, init).then(
-          async (response) => {
-            await response.arrayBuffer()
-            const latency = performance.now() - due
-            latencies.push(latency)
-            options.onLatency?.(due, latency, response.ok)
-            statuses[response.status] = (statuses[response.status] ?? 0) + 1
-            if (response.ok) ok++
-            else failed++
-          },
-          () => {
-            latencies.push(performance.now() - due)
-            options.onLatency?.(due, performance.now() - due, false)
-            statuses.error = (statuses.error ?? 0) + 1
-            failed++
-          },
-        ),
-      )
-      next++
+  try {
+    while (next < total) {
+      const now = performance.now()
+      while (next < total && start + next * interval <= now) {
+        const due = start + next * interval
+        const { url, init } = options.makeRequest(next)
+        pending.push(
+          fetch(url, init).then(
+            async (response) => {
+              await response.arrayBuffer()
+              const latency = performance.now() - due
+              latencies.push(latency)
+              options.onLatency?.(due, latency, response.ok)
+              statuses[response.status] = (statuses[response.status] ?? 0) + 1
+              if (response.ok) ok++
+              else failed++
+            },
+            () => {
+              latencies.push(performance.now() - due)
+              options.onLatency?.(due, performance.now() - due, false)
+              statuses.error = (statuses.error ?? 0) + 1
+              failed++
+            },
+          ),
+        )
+        next++
+      }
+      await Bun.sleep(Math.max(MIN_SLEEP_MS, start + next * interval - performance.now()))
     }
-    await Bun.sleep(Math.max(MIN_SLEEP_MS, start + next * interval - performance.now()))
+    await Promise.all(pending)
+  } finally {
+    // also when a request cannot be made: no timer left behind
+    stopProbe()
   }
-  await Promise.all(pending)
-  const disk = stopDiskProbe()
   const elapsedMs = performance.now() - start
   const cpu = process.cpuUsage(cpuBefore)
   latencies.sort((a, b) => a - b)
@@ -93,6 +111,6 @@ export async function openLoop(options: {
     maxMs: latencies[latencies.length - 1] ?? Number.NaN,
     clientCores: Math.round(((cpu.user + cpu.system) / 1000 / elapsedMs) * 100) / 100,
     ...cpuShares(machineBefore, cpuJiffies()),
-    ...disk,
+    ...diskStalls(machine),
   }
 }

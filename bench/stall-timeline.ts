@@ -19,7 +19,6 @@ import {
   type MachineInterval,
   PROBE_MS,
   percentile,
-  probeMachine,
   REDIS_URL,
   ROOT,
   round,
@@ -181,13 +180,13 @@ async function runOnce(variant: { name: string; dir: string }, index: number) {
     log(`${variant.name} (run ${index + 1}): warm-up ${WARM} s, then ${SECONDS} s at ${RATE} req/s`)
     await openLoop({ rate: RATE, seconds: WARM, makeRequest: (i) => request(i, 'warm') })
     const samples: Array<{ due: number; latency: number }> = []
-    const stopProbe = probeMachine((interval) => events.push(...machineEvents(interval)))
     const result = await openLoop({
       rate: RATE,
       seconds: SECONDS,
       makeRequest: (i) => request(i, 'run'),
       onLatency: (due, latency) => samples.push({ due: performance.timeOrigin + due, latency }),
-    }).finally(stopProbe)
+      onMachineInterval: (interval) => events.push(...machineEvents(interval)),
+    })
     await Bun.sleep(200)
     return report(variant.name, serviceStart, result, samples, events)
   } finally {

@@ -1,4 +1,5 @@
 import { describe, expect, test } from 'bun:test'
+import { openLoop } from '../../bench/open-loop'
 import {
   DISK_SLOW_MS,
   type DiskWrites,
@@ -113,7 +114,7 @@ describe('probeMachine', () => {
   test('samples this machine every interval until stopped, and once more when stopped', async () => {
     const intervals: MachineInterval[] = []
     const stop = probeMachine((sample) => intervals.push(sample), 10)
-    await Bun.sleep(55)
+    await Bun.sleep(100)
     stop()
     const taken = intervals.length
     await Bun.sleep(30)
@@ -128,5 +129,45 @@ describe('probeMachine', () => {
     // consecutive: each interval begins where the one before ended
     for (let index = 1; index < intervals.length; index++)
       expect(intervals[index]!.at).toBeCloseTo(intervals[index - 1]!.at + intervals[index - 1]!.durationMs, 0)
+  })
+})
+
+describe('openLoop', () => {
+  test('reports the disk stalls of its run and hands each probe interval on; a request that cannot be made stops the probe', async () => {
+    const server = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => new Response('ok') })
+    try {
+      const intervals: MachineInterval[] = []
+      const result = await openLoop({
+        rate: 200,
+        seconds: 0.3,
+        makeRequest: () => ({ url: `http://127.0.0.1:${server.port}/`, init: {} }),
+        onMachineInterval: (interval) => intervals.push(interval),
+      })
+      expect(result.ok).toBe(60)
+      expect(result.failed).toBe(0)
+      expect(result.statuses).toEqual({ 200: 60 })
+      // every 50 ms of the 0.3 s (fewer when the machine is busy), and the last part when it stopped
+      expect(intervals.length).toBeGreaterThanOrEqual(2)
+      expect(result).toMatchObject(diskStalls(intervals))
+      const handedOn = intervals.length
+      await Bun.sleep(120)
+      expect(intervals.length).toBe(handedOn)
+
+      const failing: MachineInterval[] = []
+      const broken = openLoop({
+        rate: 100,
+        seconds: 0.2,
+        makeRequest: () => {
+          throw new Error('no request')
+        },
+        onMachineInterval: (interval) => failing.push(interval),
+      })
+      await expect(broken).rejects.toThrow('no request')
+      const afterFailure = failing.length
+      await Bun.sleep(120)
+      expect(failing.length).toBe(afterFailure)
+    } finally {
+      server.stop(true)
+    }
   })
 })
