@@ -1,11 +1,10 @@
 import {
+  countDiskStalls,
   cpuJiffies,
   cpuShares,
   type DiskStalls,
-  diskStalls,
   type MachineInterval,
   percentile,
-  probeMachine,
 } from './support'
 
 /**
@@ -57,11 +56,8 @@ export async function openLoop(options: {
   const pending: Promise<void>[] = []
   const cpuBefore = process.cpuUsage()
   const machineBefore = cpuJiffies()
-  const machine: MachineInterval[] = []
-  const stopProbe = probeMachine((interval) => {
-    machine.push(interval)
-    options.onMachineInterval?.(interval)
-  })
+  const stopProbe = countDiskStalls(options.onMachineInterval)
+  let disk: DiskStalls
   const start = performance.now()
   let next = 0
   try {
@@ -96,7 +92,7 @@ export async function openLoop(options: {
     await Promise.all(pending)
   } finally {
     // also when a request cannot be made: no timer left behind
-    stopProbe()
+    disk = stopProbe()
   }
   const elapsedMs = performance.now() - start
   const cpu = process.cpuUsage(cpuBefore)
@@ -111,6 +107,6 @@ export async function openLoop(options: {
     maxMs: latencies[latencies.length - 1] ?? Number.NaN,
     clientCores: Math.round(((cpu.user + cpu.system) / 1000 / elapsedMs) * 100) / 100,
     ...cpuShares(machineBefore, cpuJiffies()),
-    ...diskStalls(machine),
+    ...disk,
   }
 }

@@ -582,10 +582,16 @@ export function diskStalls(intervals: readonly MachineInterval[]): DiskStalls {
   return { diskSlowIntervals, diskWorstMs: round(diskWorstMs, 2) }
 }
 
-/** Counts disk stalls from now until the returned function is called. */
-export function countDiskStalls(): () => DiskStalls {
+/**
+ * Counts disk stalls from now until the returned function is called; `onInterval` sees each
+ * interval as well (bench:stalls' timeline).
+ */
+export function countDiskStalls(onInterval?: (interval: MachineInterval) => void): () => DiskStalls {
   const intervals: MachineInterval[] = []
-  const stop = probeMachine((interval) => intervals.push(interval))
+  const stop = probeMachine((interval) => {
+    intervals.push(interval)
+    onInterval?.(interval)
+  })
   return () => {
     stop()
     return diskStalls(intervals)

@@ -35,7 +35,8 @@ export const EnvSchema = Type.Object({
   INGEST_GROUPS_IN_FLIGHT: Type.Optional(Type.Integer({ minimum: 1, maximum: 200 })),
   // A saturated replica's groups (16 leads or more) on a connection of their own, the next one
   // pipelined behind the running one (one of DATABASE_POOL_SIZE, from a pool of 3): a few per cent
-  // more throughput at saturation, a higher p99 at 1,000 leads/s (docs/benchmarks.md, A18-A20).
+  // more throughput at saturation on a slow machine, less on a fast one, a higher p99 at 1,000
+  // leads/s (docs/benchmarks.md, A18-A21).
   INGEST_PIPELINE: Type.Boolean({ default: false }),
   // Which client sends the parameterised hot statements (the group commit, the delivery log):
   // Bun's built-in Bun.sql or postgres.js (Drizzle's driver, which runs everything else either way).

@@ -145,12 +145,9 @@ export class GroupCommitWriter {
    */
   private maySend(): boolean {
     if (this.inFlight < this.maxInFlight) return true
-    // The one group in flight runs on the group commit's connection (only then is onPipeline 1).
-    return (
-      this.inFlight === 1 &&
-      this.onPipeline === 1 &&
-      this.queue.length >= Math.max(this.leadsInFlight, PIPELINED_GROUP_MIN)
-    )
+    // onPipeline is 1 only while the one group in flight runs on the group commit's connection (a
+    // group on the pool goes alone, and one pipelined behind makes it 2).
+    return this.onPipeline === 1 && this.queue.length >= Math.max(this.leadsInFlight, PIPELINED_GROUP_MIN)
   }
 
   /** Sends the waiting leads as groups while maySend; whether it sent any. */
