@@ -5,6 +5,7 @@ import postgres from 'postgres'
 import { newId } from '../src/lib/ids'
 import { SecretBox } from '../src/lib/secrets'
 import { STALL_LOG_MS } from '../src/lib/stall-probe'
+import { CollectorLogReader } from './collector-log'
 import { openLoop } from './open-loop'
 import { provisionSources } from './provision'
 import {
@@ -35,7 +36,10 @@ import {
  * was sent (`group wait`). This process adds what the machine did meanwhile, sampled every 50 ms:
  * an interval whose disk writes or cache flushes took DISK_SLOW_MS or more on average (`disk writes
  * slow`: a commit's WAL flush waits behind them), and a sample that came 3 ms or more late (`client stall`:
- * the load generator itself sent late, and the open loop charges that to the service). Printed:
+ * the load generator itself sent late, and the open loop charges that to the service). The service
+ * runs with JavaScriptCore's collector log (`BUN_JSC_logGC=1`, read by bench/collector-log.ts): every
+ * eden and full collection is on the timeline with its pause, however short (the stall probe logs
+ * only delays of 3 ms or more). Printed:
  * every 100 ms bucket whose p99 or max is slow, with the jobs and stalls that overlap it, and which
  * of them the slow requests overlapped.
  *
@@ -79,7 +83,7 @@ const order = (args.order ?? (variants.length > 1 ? 'ABBAAB' : 'A'))
   .map((letter) => variants[letter.charCodeAt(0) - 65]!)
 
 interface ServerEvent {
-  kind: 'stall' | 'job' | 'group' | 'disk' | 'client'
+  kind: 'stall' | 'job' | 'group' | 'disk' | 'client' | 'collection'
   name: string
   at: number
   durationMs: number
@@ -155,11 +159,13 @@ async function runOnce(variant: { name: string; dir: string }, index: number) {
       DIAGNOSE_STALLS: 'true',
       ...BENCH_WEBHOOK_ENV,
       DATA_DIR: `/tmp/${name}-data`,
+      BUN_JSC_logGC: '1',
     },
     stdout: 'pipe',
-    stderr: 'inherit',
+    stderr: 'pipe',
   })
   void collectEvents(child.stdout, events)
+  void collectCollections(child.stderr, events)
   const serviceStart = Date.now()
   const base = `http://127.0.0.1:${port}`
   try {
@@ -272,6 +278,33 @@ async function collectEvents(stream: ReadableStream<Uint8Array>, events: ServerE
   }
 }
 
+/**
+ * The service's collections from its stderr, each placed just before the moment its last line
+ * arrived (the log has no times; a collection in several increments spans more than its pauses).
+ * Every other stderr line is passed on to this process's.
+ */
+async function collectCollections(stream: ReadableStream<Uint8Array>, events: ServerEvent[]) {
+  const reader = new CollectorLogReader()
+  const decoder = new TextDecoder()
+  const chunks = stream.getReader()
+  for (;;) {
+    const { done, value } = await chunks.read()
+    if (done) break
+    const arrived = Date.now()
+    const { collections, otherLines } = reader.push(decoder.decode(value, { stream: true }))
+    for (const collection of collections) {
+      events.push({
+        kind: 'collection',
+        name: `${collection.kind} collection`,
+        at: arrived - collection.pauseMs,
+        durationMs: collection.pauseMs,
+        fields: { heap_kb: collection.heapKb, increments: collection.increments },
+      })
+    }
+    if (otherLines.length > 0) process.stderr.write(`${otherLines.join('\n')}\n`)
+  }
+}
+
 function report(
   variant: string,
   serviceStart: number,
@@ -359,6 +392,28 @@ function report(
   console.log(
     `group commit: ${groups('group statement').length} statements >= ${STALL_LOG_MS} ms (longest ${longest(groups('group statement'))} ms), ${groups('group wait').length} groups whose oldest lead waited >= ${STALL_LOG_MS} ms (longest ${longest(groups('group wait'))} ms)`,
   )
+  // Collections of the measured seconds only (the warm-up's and start-up's are on the timeline too).
+  const measuredFrom = Math.min(...samples.map((sample) => sample.due))
+  const measuredTo = Math.max(...samples.map((sample) => sample.due + sample.latency))
+  const measured = (kind: string) =>
+    events.filter((event) => event.name === kind && event.at >= measuredFrom && event.at <= measuredTo)
+  const eden = measured('eden collection')
+  const full = measured('full collection')
+  const edenPauses = eden.map((event) => event.durationMs).sort((a, b) => a - b)
+  const collections = {
+    eden: eden.length,
+    edenMedianMs: round(edenPauses.length > 0 ? percentile(edenPauses, 0.5) : 0, 2),
+    edenLongestMs: longest(eden),
+    full: full.length,
+    fullLongestMs: longest(full),
+    pausedMs: round(
+      [...eden, ...full].reduce((sum, event) => sum + event.durationMs, 0),
+      1,
+    ),
+  }
+  console.log(
+    `collections in the measured seconds: ${collections.eden} eden (median ${collections.edenMedianMs} ms, longest ${collections.edenLongestMs} ms), ${collections.full} full (longest ${collections.fullLongestMs} ms), ${collections.pausedMs} ms paused in all`,
+  )
   // The worst MAX_BUCKETS by max latency, in time order: an overloaded run would list every bucket.
   const worst = [...slowBuckets]
     .sort((a, b) => b.max - a.max)
@@ -387,6 +442,7 @@ function report(
     gcStalls: gcStalls.length,
     diskSlowIntervals: diskSlow.length,
     clientStalls: clientStalls.length,
+    collections,
     blame,
     jobs,
     slowBuckets: worst,
