@@ -4,7 +4,7 @@ import { CollectorLogReader } from '../../bench/collector-log'
 /**
  * `bench:stalls` reads the service's collector log (`BUN_JSC_logGC=1`) to put every collection on
  * its timeline (bench/stall-timeline.ts). Lines copied from a run of the service on 2026-11-27
- * (bench/results/e-2026-11-27/e3.txt): an eden collection in one increment, and a full collection
+ * (bench/results/e-2026-11-27/e3.txt.gz): an eden collection in one increment, and a full collection
  * that paused the process in five, each increment on a line of its own.
  */
 const EDEN =
