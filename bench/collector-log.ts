@@ -10,6 +10,8 @@
  * docs/benchmarks.md, "The collector's pauses, continued": a reader that took only the collections
  * ending on their first line left out about one in six of the service's.
  */
+import { LineSplitter } from './support'
+
 export interface Collection {
   kind: 'eden' | 'full'
   /** The heap when it started, in kB. */
@@ -23,7 +25,7 @@ const START = /START M (\d+)kb => (EdenCollection|FullCollection)/
 const PAUSE = /p=([\d.]+)ms/g
 
 export class CollectorLogReader {
-  private pending = ''
+  private readonly lines = new LineSplitter()
   private current: { kind: Collection['kind']; heapKb: number; pauses: number[] } | null = null
 
   /**
@@ -31,11 +33,9 @@ export class CollectorLogReader {
    * ended in it and the lines that are not the collector's (the process's own stderr).
    */
   push(chunk: string): { collections: Collection[]; otherLines: string[] } {
-    const lines = (this.pending + chunk).split('\n')
-    this.pending = lines.pop() ?? ''
     const collections: Collection[] = []
     const otherLines: string[] = []
-    for (const line of lines) this.readLine(line, collections, otherLines)
+    for (const line of this.lines.push(chunk)) this.readLine(line, collections, otherLines)
     return { collections, otherLines }
   }
 

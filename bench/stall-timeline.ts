@@ -14,8 +14,10 @@ import {
   BENCH_WEBHOOK_ENV,
   DISK_SLOW_MS,
   dockerfileJscEnv,
+  forEachText,
   freePort,
   freshDatabase,
+  LineSplitter,
   log,
   type MachineInterval,
   PROBE_MS,
@@ -224,15 +226,9 @@ function machineEvents(interval: MachineInterval): ServerEvent[] {
 }
 
 async function collectEvents(stream: ReadableStream<Uint8Array>, events: ServerEvent[]) {
-  const decoder = new TextDecoder()
-  let rest = ''
-  const reader = stream.getReader()
-  for (;;) {
-    const { done, value } = await reader.read()
-    if (done) break
-    const lines = (rest + decoder.decode(value, { stream: true })).split('\n')
-    rest = lines.pop() ?? ''
-    for (const line of lines) {
+  const splitter = new LineSplitter()
+  await forEachText(stream, (text) => {
+    for (const line of splitter.push(text)) {
       // Cheap filter first: most lines are the access log.
       if (
         !line.includes('"msg":"event loop stalled"') &&
@@ -275,7 +271,7 @@ async function collectEvents(stream: ReadableStream<Uint8Array>, events: ServerE
         })
       }
     }
-  }
+  })
 }
 
 /**
@@ -285,13 +281,9 @@ async function collectEvents(stream: ReadableStream<Uint8Array>, events: ServerE
  */
 async function collectCollections(stream: ReadableStream<Uint8Array>, events: ServerEvent[]) {
   const reader = new CollectorLogReader()
-  const decoder = new TextDecoder()
-  const chunks = stream.getReader()
-  for (;;) {
-    const { done, value } = await chunks.read()
-    if (done) break
+  await forEachText(stream, (text) => {
     const arrived = Date.now()
-    const { collections, otherLines } = reader.push(decoder.decode(value, { stream: true }))
+    const { collections, otherLines } = reader.push(text)
     for (const collection of collections) {
       events.push({
         kind: 'collection',
@@ -302,7 +294,7 @@ async function collectCollections(stream: ReadableStream<Uint8Array>, events: Se
       })
     }
     if (otherLines.length > 0) process.stderr.write(`${otherLines.join('\n')}\n`)
-  }
+  })
 }
 
 function report(

@@ -153,28 +153,48 @@ function waitForLine(stream: ReadableStream<Uint8Array>, pattern: RegExp, timeou
       () => reject(new Error(`no line matching ${pattern} within ${timeoutMs} ms`)),
       timeoutMs,
     )
-    const decoder = new TextDecoder()
     let seen = ''
     let found = false
-    void (async () => {
-      const reader = stream.getReader()
-      for (;;) {
-        const { done, value } = await reader.read()
-        if (done) break
-        if (found) continue
-        seen = (seen + decoder.decode(value, { stream: true })).slice(-8192)
-        if (pattern.test(seen)) {
-          found = true
-          clearTimeout(timer)
-          resolve()
-        }
+    void forEachText(stream, (text) => {
+      if (found) return
+      seen = (seen + text).slice(-8192)
+      if (pattern.test(seen)) {
+        found = true
+        clearTimeout(timer)
+        resolve()
       }
+    }).then(() => {
       if (!found) {
         clearTimeout(timer)
         reject(new Error(`the process ended before printing a line matching ${pattern}`))
       }
-    })()
+    })
   })
+}
+
+/** Reads a child's output to its end, handing on each chunk's text as it arrives. */
+export async function forEachText(
+  stream: ReadableStream<Uint8Array>,
+  onText: (text: string) => void,
+): Promise<void> {
+  const decoder = new TextDecoder()
+  const reader = stream.getReader()
+  for (;;) {
+    const { done, value } = await reader.read()
+    if (done) return
+    onText(decoder.decode(value, { stream: true }))
+  }
+}
+
+/** The complete lines of text that arrives in chunks: a line split across chunks waits for its end. */
+export class LineSplitter {
+  private pending = ''
+
+  push(text: string): string[] {
+    const lines = (this.pending + text).split('\n')
+    this.pending = lines.pop() ?? ''
+    return lines
+  }
 }
 
 /**
