@@ -4,13 +4,19 @@ import { parseArgs } from 'node:util'
 import postgres from 'postgres'
 import { addSources, provisionOrganization } from './provision'
 import {
+  ADMIN_DATABASE_URL,
   addWebhookEndpoint,
   BENCH_WEBHOOK_ENV,
   checkoutBaseline,
   countDiskStalls,
   cpuJiffies,
   cpuShares,
+  type DatabaseWrites,
+  type DatabaseWritesPerRequest,
   type DiskStalls,
+  databaseWrites,
+  databaseWritesPerRequest,
+  describeDatabaseWrites,
   describeDiskStalls,
   freshDatabase,
   log,
@@ -139,6 +145,8 @@ function variantEnv(name: string): Record<string, string> {
 
 /** With the disk's stalls during the level (a commit waits for its WAL on disk, every contender's alike). */
 export interface IngestFigures extends DiskStalls {
+  /** What the PostgreSQL server wrote per request during the level (absent where it cannot say). */
+  databaseWrites?: DatabaseWritesPerRequest
   requestsPerSecond: number
   p50Ms: number
   p99Ms: number
@@ -175,6 +183,9 @@ async function measure(
   // (answered 200 as missing_contact, storing no lead), so only letters, digits and dashes.
   const tagBase = label.replace(/[^A-Za-z0-9]+/g, '-')
   const server = await start()
+  // The server's write counters around each level (pg_stat_wal, pg_stat_bgwriter): a contender that
+  // slows as its tables grow shows it here first (docs/benchmarks.md, A42).
+  const stats = postgres(ADMIN_DATABASE_URL, { max: 1, onnotice: () => {} })
   try {
     log(`${label}: warm-up ${WARMUP_SECONDS}s`)
     const warm = await runWrk({
@@ -191,6 +202,7 @@ async function measure(
     for (const connections of CONNECTION_LEVELS) {
       log(`${label}: measuring ${SECONDS}s with ${connections} connections`)
       const cpuBefore = cpuJiffies()
+      const writesBefore = await databaseWrites(stats)
       const stopDiskProbe = countDiskStalls()
       const result: WrkResult = await runWrk({
         url: server.url,
@@ -208,6 +220,7 @@ async function measure(
         peakRssMb: megabytes(server.peakRssBytes()),
         ...cpuShares(cpuBefore, cpuJiffies()),
         ...stopDiskProbe(),
+        ...(await writesPerRequest(stats, writesBefore, result.requests)),
       })
     }
     await afterLoad?.()
@@ -217,8 +230,19 @@ async function measure(
     const answered = [warm, ...levels].reduce((sum, run) => sum + run.requests - run.non2xx, 0)
     return { ...best, peakRssMb: megabytes(server.peakRssBytes()), levels, answered }
   } finally {
+    await stats.end()
     await server.stop()
   }
+}
+
+/** The level's database writes per request, or nothing where the server has no such counters. */
+async function writesPerRequest(
+  stats: postgres.Sql,
+  before: DatabaseWrites | null,
+  requests: number,
+): Promise<{ databaseWrites?: DatabaseWritesPerRequest }> {
+  const after = before ? await databaseWrites(stats) : null
+  return before && after ? { databaseWrites: databaseWritesPerRequest(before, after, requests) } : {}
 }
 
 /** A database of the benchmark: its URL and a file with one source key per line (wrk's input). */
@@ -687,7 +711,7 @@ function medianRun(runs: IngestFigures[]): IngestFigures {
 
 export function printIngest(result: IngestResult): void {
   const row = (name: string, figures: IngestFigures) =>
-    `${name.padEnd(36)} ${String(figures.connections).padStart(4)} conn ${String(round(figures.requestsPerSecond, 0)).padStart(7)} req/s   p50 ${String(round(figures.p50Ms)).padStart(6)} ms   p99 ${String(round(figures.p99Ms)).padStart(6)} ms   peak RSS ${String(figures.peakRssMb).padStart(6)} MB   non-2xx ${figures.non2xx}   idle ${figures.idlePct}%   steal ${figures.stealPct}%   ${describeDiskStalls(figures)}`
+    `${name.padEnd(36)} ${String(figures.connections).padStart(4)} conn ${String(round(figures.requestsPerSecond, 0)).padStart(7)} req/s   p50 ${String(round(figures.p50Ms)).padStart(6)} ms   p99 ${String(round(figures.p99Ms)).padStart(6)} ms   peak RSS ${String(figures.peakRssMb).padStart(6)} MB   non-2xx ${figures.non2xx}   idle ${figures.idlePct}%   steal ${figures.stealPct}%   ${describeDiskStalls(figures)}   ${describeDatabaseWrites(figures.databaseWrites)}`
   for (const [name, runs] of Object.entries(result.runs)) {
     for (const [index, run] of runs.entries()) {
       for (const level of run.levels) console.log(row(`${name} #${index + 1}`, level))

@@ -622,3 +622,72 @@ export function countDiskStalls(onInterval?: (interval: MachineInterval) => void
 export function describeDiskStalls({ diskSlowIntervals, diskWorstMs }: DiskStalls): string {
   return `disk slow ${diskSlowIntervals}×${PROBE_MS} ms (worst ${diskWorstMs} ms)`
 }
+
+/**
+ * The PostgreSQL server's own write counters: every database on it, like the disk probe every
+ * process on the machine, so a reading says what all its work wrote in an interval (on the
+ * benchmark's own server, the contender's). The WAL's bytes are its insert position, exact; the
+ * other three are cumulative statistics (`pg_stat_wal`, `pg_stat_bgwriter`), which a busy backend
+ * reports at most once a second: over an 8 s level they can miss up to about a second's worth.
+ */
+export interface DatabaseWrites {
+  walBytes: number
+  walRecords: number
+  /** full-page images: a page's first change after a checkpoint writes all 8 kB of it to the WAL */
+  walFullPages: number
+  /** buffers a backend had to write out itself to make room: the shared buffers full of dirty pages */
+  buffersByBackends: number
+}
+
+/** Per request of an interval: what a line prints, and what summary and results files keep. */
+export interface DatabaseWritesPerRequest {
+  walBytesPerRequest: number
+  walRecordsPerRequest: number
+  walFullPagesPer1000: number
+  backendWritesPer1000: number
+}
+
+export function databaseWritesPerRequest(
+  before: DatabaseWrites,
+  after: DatabaseWrites,
+  requests: number,
+): DatabaseWritesPerRequest {
+  const per = (delta: number, scale: number, digits: number) =>
+    requests > 0 ? round((delta * scale) / requests, digits) : 0
+  return {
+    walBytesPerRequest: per(after.walBytes - before.walBytes, 1, 0),
+    walRecordsPerRequest: per(after.walRecords - before.walRecords, 1, 1),
+    walFullPagesPer1000: per(after.walFullPages - before.walFullPages, 1000, 1),
+    backendWritesPer1000: per(after.buffersByBackends - before.buffersByBackends, 1000, 1),
+  }
+}
+
+/**
+ * Reads the counters on `sql` (any database of the server). Resolves to null where the server has no
+ * `pg_stat_wal` (before PostgreSQL 14): the figures are then left out, never made up.
+ */
+export async function databaseWrites(sql: postgres.Sql): Promise<DatabaseWrites | null> {
+  try {
+    const [row] = await sql<Array<Record<keyof DatabaseWrites, string>>>`
+      select pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::text as "walBytes",
+        w.wal_records::text as "walRecords",
+        w.wal_fpi::text as "walFullPages", b.buffers_backend::text as "buffersByBackends"
+      from pg_stat_wal w, pg_stat_bgwriter b`
+    if (!row) return null
+    return {
+      walBytes: Number(row.walBytes),
+      walRecords: Number(row.walRecords),
+      walFullPages: Number(row.walFullPages),
+      buffersByBackends: Number(row.buffersByBackends),
+    }
+  } catch (error) {
+    if ((error as { code?: string }).code === '42P01') return null // undefined_table: no pg_stat_wal
+    throw error
+  }
+}
+
+/** How a line prints them: `WAL 1,650 B / 11.6 records a request, full pages 0.4‰, written by backends 12.3‰`. */
+export function describeDatabaseWrites(writes: DatabaseWritesPerRequest | undefined): string {
+  if (!writes) return 'database writes not read'
+  return `WAL ${writes.walBytesPerRequest.toLocaleString('en-US')} B / ${writes.walRecordsPerRequest} records a request, full pages ${writes.walFullPagesPer1000}‰, written by backends ${writes.backendWritesPer1000}‰`
+}
