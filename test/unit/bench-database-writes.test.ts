@@ -22,7 +22,12 @@ describe('databaseWritesPerRequest', () => {
       reading(4_727_191_618, 31_338_142, 100_385, 755_985),
       reading(4_727_191_618 + 40_000 * 1_611, 31_338_142 + 463_000, 100_385 + 18, 755_985 + 4_524),
       40_000,
-      { walBytesPerRequest: 1_611, walRecordsPerRequest: 11.6, walFullPagesPer1000: 0.5, backendWritesPer1000: 113.1 },
+      {
+        walBytesPerRequest: 1_611,
+        walRecordsPerRequest: 11.6,
+        walFullPagesPer1000: 0.5,
+        backendWritesPer1000: 113.1,
+      },
     ],
     [
       'a handler: one row and its key',
@@ -80,22 +85,25 @@ describe('databaseWrites', () => {
     await expect(databaseWrites(fakeSql(() => Promise.reject(refused)))).rejects.toThrow('connection refused')
   })
 
-  test.skipIf(!process.env.DATABASE_URL)('on the real server: numbers, and the WAL position moves with a write', async () => {
-    const sql = postgres(process.env.DATABASE_URL!, { max: 1, onnotice: () => {} })
-    try {
-      const before = await databaseWrites(sql)
-      expect(before).not.toBeNull()
-      for (const value of Object.values(before!)) expect(Number.isFinite(value) && value >= 0).toBe(true)
-      const table = sql(`bench_database_writes_probe_${Date.now().toString(36)}`)
-      await sql`create table ${table} (n integer)`
-      await sql`insert into ${table} select generate_series(1, 1000)`
-      await sql`drop table ${table}`
-      const after = await databaseWrites(sql)
-      // ~1,000 heap records of at least 30 bytes; the statistics' counters may report a second later
-      expect(after!.walBytes - before!.walBytes).toBeGreaterThan(30_000)
-      expect(after!.walRecords).toBeGreaterThanOrEqual(before!.walRecords)
-    } finally {
-      await sql.end()
-    }
-  })
+  test.skipIf(!process.env.DATABASE_URL)(
+    'on the real server: numbers, and the WAL position moves with a write',
+    async () => {
+      const sql = postgres(process.env.DATABASE_URL!, { max: 1, onnotice: () => {} })
+      try {
+        const before = await databaseWrites(sql)
+        expect(before).not.toBeNull()
+        for (const value of Object.values(before!)) expect(Number.isFinite(value) && value >= 0).toBe(true)
+        const table = sql(`bench_database_writes_probe_${Date.now().toString(36)}`)
+        await sql`create table ${table} (n integer)`
+        await sql`insert into ${table} select generate_series(1, 1000)`
+        await sql`drop table ${table}`
+        const after = await databaseWrites(sql)
+        // ~1,000 heap records of at least 30 bytes; the statistics' counters may report a second later
+        expect(after!.walBytes - before!.walBytes).toBeGreaterThan(30_000)
+        expect(after!.walRecords).toBeGreaterThanOrEqual(before!.walRecords)
+      } finally {
+        await sql.end()
+      }
+    },
+  )
 })
