@@ -635,7 +635,10 @@ export interface DatabaseWrites {
   walRecords: number
   /** full-page images: a page's first change after a checkpoint writes all 8 kB of it to the WAL */
   walFullPages: number
-  /** buffers a backend had to write out itself to make room: the shared buffers full of dirty pages */
+  /**
+   * buffers backends wrote themselves (`buffers_backend`): every new page of a growing table, and,
+   * once the shared buffers are full of dirty pages, each one a backend had to evict to make room
+   */
   buffersByBackends: number
 }
 
