@@ -12,6 +12,7 @@ import {
   ADMIN_DATABASE_URL,
   BENCH_SECRETS_KEY,
   BENCH_WEBHOOK_ENV,
+  beganWithin,
   DISK_SLOW_MS,
   dockerfileJscEnv,
   forEachText,
@@ -20,6 +21,7 @@ import {
   LineSplitter,
   log,
   type MachineInterval,
+  measuredSpan,
   PROBE_MS,
   percentile,
   REDIS_URL,
@@ -364,33 +366,30 @@ function report(
     job.maxDurationMs = Math.max(job.maxDurationMs, event.durationMs)
     job.maxLoopBlockedMs = Math.max(job.maxLoopBlockedMs, Number(event.fields.loop_blocked_ms ?? 0))
   }
-  const groups = (name: string) => events.filter((event) => event.name === name)
+  // Counted over the measured seconds only, as the p99 is (the timeline above shows every event).
+  const measuredEvents = beganWithin(events, measuredSpan(samples))
+  const groups = (name: string) => measuredEvents.filter((event) => event.name === name)
   const longest = (list: ServerEvent[]) => round(Math.max(0, ...list.map((event) => event.durationMs)), 1)
-  const stalls = events.filter((event) => event.kind === 'stall')
+  const stalls = measuredEvents.filter((event) => event.kind === 'stall')
   const gcStalls = stalls.filter((event) => event.fields.gc)
   console.log(
     `\n== ${variant}: p50 ${round(result.p50Ms)} ms, p99 ${round(result.p99Ms)} ms, max ${round(result.maxMs)} ms, ${slow} of ${samples.length} over ${SLOW_MS} ms, client ${result.clientCores} cores, idle ${result.idlePct}%, steal ${result.stealPct}%`,
   )
   console.log(
-    `event-loop stalls >= 3 ms: ${stalls.length} (${gcStalls.length} with a GC), longest ${longest(stalls)} ms`,
+    `event-loop stalls >= 3 ms in the measured seconds: ${stalls.length} (${gcStalls.length} with a GC), longest ${longest(stalls)} ms`,
   )
-  const diskSlow = events.filter((event) => event.kind === 'disk')
-  const clientStalls = events.filter((event) => event.kind === 'client')
+  const diskSlow = measuredEvents.filter((event) => event.kind === 'disk')
+  const clientStalls = measuredEvents.filter((event) => event.kind === 'client')
   const worstMs = (field: string) =>
     round(Math.max(0, ...diskSlow.map((event) => Number(event.fields[field]))), 2)
   console.log(
-    `disk: ${diskSlow.length} intervals of ${PROBE_MS} ms whose writes or flushes took >= ${DISK_SLOW_MS} ms on average (worst write ${worstMs('write_ms')} ms, flush ${worstMs('flush_ms')} ms); client stalls >= ${STALL_LOG_MS} ms: ${clientStalls.length}, longest ${longest(clientStalls)} ms`,
+    `disk in the measured seconds: ${diskSlow.length} intervals of ${PROBE_MS} ms whose writes or flushes took >= ${DISK_SLOW_MS} ms on average (worst write ${worstMs('write_ms')} ms, flush ${worstMs('flush_ms')} ms); client stalls >= ${STALL_LOG_MS} ms: ${clientStalls.length}, longest ${longest(clientStalls)} ms`,
   )
   console.log(
-    `group commit: ${groups('group statement').length} statements >= ${STALL_LOG_MS} ms (longest ${longest(groups('group statement'))} ms), ${groups('group wait').length} groups whose oldest lead waited >= ${STALL_LOG_MS} ms (longest ${longest(groups('group wait'))} ms)`,
+    `group commit in the measured seconds: ${groups('group statement').length} statements >= ${STALL_LOG_MS} ms (longest ${longest(groups('group statement'))} ms), ${groups('group wait').length} groups whose oldest lead waited >= ${STALL_LOG_MS} ms (longest ${longest(groups('group wait'))} ms)`,
   )
-  // Collections of the measured seconds only (the warm-up's and start-up's are on the timeline too).
-  const measuredFrom = Math.min(...samples.map((sample) => sample.due))
-  const measuredTo = Math.max(...samples.map((sample) => sample.due + sample.latency))
-  const measured = (kind: string) =>
-    events.filter((event) => event.name === kind && event.at >= measuredFrom && event.at <= measuredTo)
-  const eden = measured('eden collection')
-  const full = measured('full collection')
+  const eden = groups('eden collection')
+  const full = groups('full collection')
   const edenPauses = eden.map((event) => event.durationMs).sort((a, b) => a - b)
   const collections = {
     eden: eden.length,

@@ -694,3 +694,25 @@ export function describeDatabaseWrites(writes: DatabaseWritesPerRequest | undefi
   if (!writes) return 'database writes not read'
   return `WAL ${writes.walBytesPerRequest.toLocaleString('en-US')} B / ${writes.walRecordsPerRequest} records a request, full pages ${writes.walFullPagesPer1000}‰, written by backends ${writes.backendWritesPer1000}‰`
 }
+
+/** The span of an open loop's measured requests: from the first one due to the last one answered. */
+export function measuredSpan(samples: ReadonlyArray<{ due: number; latency: number }>): {
+  from: number
+  to: number
+} {
+  let from = Number.POSITIVE_INFINITY
+  let to = Number.NEGATIVE_INFINITY
+  for (const sample of samples) {
+    from = Math.min(from, sample.due)
+    to = Math.max(to, sample.due + sample.latency)
+  }
+  return { from, to }
+}
+
+/** The events that began inside a span: a run's counts leave out its start-up's and warm-up's. */
+export function beganWithin<T extends { at: number }>(
+  events: readonly T[],
+  span: { from: number; to: number },
+): T[] {
+  return events.filter((event) => event.at >= span.from && event.at <= span.to)
+}
