@@ -1,5 +1,7 @@
+import { sql } from 'drizzle-orm'
 import {
   boolean,
+  check,
   index,
   integer,
   jsonb,
@@ -42,15 +44,23 @@ export const deliveryLogs = pgTable(
     repeatCount: integer('repeat_count').notNull().default(1),
   },
   (table) => [
-    index('delivery_logs_source_received_idx').on(table.sourceId, table.receivedAt.desc(), table.id.desc()),
-    // Latest entries of one outcome (health's last success / last failure / problem deliveries, and the
-    // log list filtered by outcome) in a few index probes, however many rows the source has.
+    // The one per-source index: every read of a source's entries is a range of it. A read across
+    // outcomes (the newest entries, a time range) is one range per outcome, merged; the outcomes are
+    // the closed list below, so that stays at most five ranges however many rows the source has
+    // (src/modules/delivery-logs/repository.ts). A second index on (source_id, received_at) served
+    // those reads in one range, and cost every lead and logged request one more b-tree entry at a
+    // random leaf of the source's range (drizzle/0023, docs/benchmarks.md A45).
     index('delivery_logs_source_outcome_received_idx').on(
       table.sourceId,
       table.outcome,
       table.receivedAt.desc(),
       table.id.desc(),
     ),
-    // No index on received_at alone: the retention walks (source_id, received_at) (drizzle/0022).
+    // What makes the merge above complete: an entry of another outcome would be in no range.
+    check(
+      'delivery_logs_outcome_check',
+      sql`${table.outcome} in ('created', 'updated', 'spam', 'error', 'rejected')`,
+    ),
+    // No index on received_at alone: the retention walks (source_id, outcome, received_at) (drizzle/0022).
   ],
 )

@@ -2,7 +2,7 @@ import { and, eq, type SQL, sql } from 'drizzle-orm'
 import type { AppContext } from '../../context'
 import { sqlRows } from '../../db/rows'
 import { webhookSources } from '../../db/schema'
-import type { Outcome } from './model'
+import { OUTCOMES, type Outcome } from './model'
 
 /**
  * Latency histogram bucket of a duration in ms: b such that duration is in (2^((b-1)/8), 2^(b/8)],
@@ -16,6 +16,35 @@ export const LATENCY_BUCKET_SQL = (column: string) =>
 export function bucketUpperBoundMs(bucket: number): number {
   return 2 ** (bucket / 8)
 }
+
+/**
+ * Every outcome, as a constant array (the planner sees its five elements). The one per-source index
+ * is (source_id, outcome, received_at DESC, id DESC), so a read across outcomes names them all:
+ * `outcome = ANY(...)` makes a time range one index range per outcome (drizzle/0023), where without
+ * it PostgreSQL could only walk the whole source. The column's CHECK keeps the list complete.
+ */
+export const EVERY_OUTCOME_SQL = sql.raw(`'{${OUTCOMES.join(',')}}'::text[]`)
+
+/**
+ * A source's newest entries matching `where` (on `d`), newest first: the newest `limit` of each
+ * outcome, one index range each, merged and cut at `limit`. At most five ranges of `limit` entries,
+ * however many the source has. Each row also carries `sort_at` and `sort_id`, the order's keys.
+ */
+const NEWEST_SQL = (
+  columns: SQL,
+  where: SQL,
+  limit: number,
+  outcomes: SQL = EVERY_OUTCOME_SQL,
+) => sql`SELECT n.*
+FROM unnest(${outcomes}) AS o(outcome)
+CROSS JOIN LATERAL (
+  SELECT ${columns}, received_at AS sort_at, id AS sort_id FROM delivery_logs d
+  WHERE d.outcome = o.outcome AND ${where}
+  ORDER BY received_at DESC, id DESC LIMIT ${limit}
+) n
+ORDER BY n.sort_at DESC, n.sort_id DESC LIMIT ${limit}`
+
+const outcomeList = (outcomes: readonly Outcome[]) => sql`${sql.param(outcomes)}::text[]`
 
 export interface LogRow {
   id: string
@@ -81,7 +110,7 @@ const AGGREGATE_SQL = (sourceId: string, from: string, to: string) => sql`WITH l
   SELECT date_trunc('hour', received_at, 'UTC') AS hour, outcome, http_status, coalesce(reason, '') AS reason,
          repeat_count, duration_ms
   FROM delivery_logs
-  WHERE source_id = ${sourceId} AND received_at < ${to}::timestamptz
+  WHERE source_id = ${sourceId} AND outcome = ANY(${EVERY_OUTCOME_SQL}) AND received_at < ${to}::timestamptz
     AND received_at >= greatest(${from}::timestamptz,
       coalesce((SELECT rolled_until FROM delivery_log_rollup_watermarks WHERE source_id = ${sourceId}), '-infinity'))
 )
@@ -99,12 +128,13 @@ SELECT 'latency', NULL, NULL, NULL, NULL, ${LATENCY_BUCKET_SQL('duration_ms')}, 
 FROM live WHERE http_status <> 429 GROUP BY 6`
 
 // The newest rows of any age: the status rules look at the latest requests.
-const RECENT_SQL = (
-  sourceId: string,
-  limit: number,
-) => sql`SELECT outcome, http_status::int AS http_status, reason,
-  repeat_count, (extract(epoch FROM received_at) * 1000)::float8 AS at_ms
-FROM delivery_logs WHERE source_id = ${sourceId} ORDER BY received_at DESC, id DESC LIMIT ${limit}`
+const RECENT_SQL = (sourceId: string, limit: number) =>
+  NEWEST_SQL(
+    sql`outcome, http_status::int AS http_status, reason, repeat_count,
+      (extract(epoch FROM received_at) * 1000)::float8 AS at_ms`,
+    sql`d.source_id = ${sourceId}`,
+    limit,
+  )
 
 // One index probe per outcome on (source_id, outcome, received_at desc, id desc).
 const LATEST_BY_OUTCOME_SQL = (sourceId: string, outcomes: readonly Outcome[]) => sql`SELECT o.outcome,
@@ -117,14 +147,8 @@ CROSS JOIN LATERAL (
   ORDER BY received_at DESC, id DESC LIMIT 1
 ) l`
 
-const LATEST_PROBLEMS_SQL = (sourceId: string, outcomes: readonly Outcome[], limit: number) => sql`SELECT p.*
-FROM unnest(${sql.param(outcomes)}::text[]) AS o(outcome)
-CROSS JOIN LATERAL (
-  SELECT ${ENTRY_COLUMNS}, received_at AS sort_at FROM delivery_logs d
-  WHERE d.source_id = ${sourceId} AND d.outcome = o.outcome
-  ORDER BY received_at DESC, id DESC LIMIT ${limit}
-) p
-ORDER BY p.sort_at DESC, p.id DESC LIMIT ${limit}`
+const LATEST_PROBLEMS_SQL = (sourceId: string, outcomes: readonly Outcome[], limit: number) =>
+  NEWEST_SQL(ENTRY_COLUMNS, sql`d.source_id = ${sourceId}`, limit, outcomeList(outcomes))
 
 export interface StatusInputRow {
   source_id: string
@@ -162,7 +186,7 @@ CROSS JOIN LATERAL (
   SELECT sum(repeat_count) AS requests,
          sum(repeat_count) FILTER (WHERE outcome = ANY(${sql.param(outcomes.success)}::text[])) AS successes
   FROM delivery_logs
-  WHERE source_id = s.id AND received_at < ${to}::timestamptz
+  WHERE source_id = s.id AND outcome = ANY(${EVERY_OUTCOME_SQL}) AND received_at < ${to}::timestamptz
     AND received_at >= greatest(${from}::timestamptz,
       coalesce((SELECT rolled_until FROM delivery_log_rollup_watermarks w WHERE w.source_id = s.id), '-infinity'))
 ) l
@@ -176,9 +200,9 @@ CROSS JOIN LATERAL (
     SELECT failed, rc, coalesce(sum(rc) OVER (ORDER BY received_at DESC, id DESC
              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before
     FROM (
-      SELECT outcome = ANY(${sql.param(outcomes.failure)}::text[]) AS failed, repeat_count AS rc, received_at, id
-      FROM delivery_logs d WHERE d.source_id = s.id
-      ORDER BY received_at DESC, id DESC LIMIT ${outcomes.recent}
+      SELECT outcome = ANY(${sql.param(outcomes.failure)}::text[]) AS failed, repeat_count AS rc,
+             sort_at AS received_at, sort_id AS id
+      FROM (${NEWEST_SQL(sql`outcome, repeat_count`, sql`d.source_id = s.id`, outcomes.recent)}) latest
     ) newest
     WHERE received_at >= ${from}::timestamptz
   ) weighted
@@ -203,20 +227,28 @@ export class DeliveryLogsRepository {
     return row ?? null
   }
 
-  /** Newest first, keyset on (received_at, id) so every page is one index range scan. */
+  /**
+   * Newest first, keyset on (received_at, id): every page is one index range per outcome (one when
+   * the filter names an outcome), however far back the page is.
+   */
   list(filter: LogFilter): Promise<LogRow[]> {
-    const where: SQL[] = [sql`source_id = ${filter.sourceId}`]
-    if (filter.outcome) where.push(sql`outcome = ${filter.outcome}`)
-    if (filter.status !== undefined) where.push(sql`http_status = ${filter.status}`)
-    if (filter.since) where.push(sql`received_at >= ${filter.since}::timestamptz`)
-    if (filter.until) where.push(sql`received_at < ${filter.until}::timestamptz`)
+    const where: SQL[] = [sql`d.source_id = ${filter.sourceId}`]
+    if (filter.status !== undefined) where.push(sql`d.http_status = ${filter.status}`)
+    if (filter.since) where.push(sql`d.received_at >= ${filter.since}::timestamptz`)
+    if (filter.until) where.push(sql`d.received_at < ${filter.until}::timestamptz`)
     if (filter.after) {
-      where.push(sql`(received_at, id) < (${filter.after.receivedAt}::timestamptz, ${filter.after.id}::uuid)`)
+      where.push(
+        sql`(d.received_at, d.id) < (${filter.after.receivedAt}::timestamptz, ${filter.after.id}::uuid)`,
+      )
     }
     return sqlRows<LogRow>(
       this.ctx.db,
-      sql`SELECT ${ENTRY_COLUMNS} FROM delivery_logs WHERE ${sql.join(where, sql` AND `)}
-       ORDER BY received_at DESC, id DESC LIMIT ${filter.limit}`,
+      NEWEST_SQL(
+        ENTRY_COLUMNS,
+        sql.join(where, sql` AND `),
+        filter.limit,
+        filter.outcome ? outcomeList([filter.outcome]) : EVERY_OUTCOME_SQL,
+      ),
     )
   }
 

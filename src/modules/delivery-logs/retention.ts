@@ -3,6 +3,7 @@ import { drizzle } from 'drizzle-orm/postgres-js'
 import postgres from 'postgres'
 import type { AppContext } from '../../context'
 import { sqlRows } from '../../db/rows'
+import { EVERY_OUTCOME_SQL } from './repository'
 
 const DAY_MS = 24 * 3_600_000
 export const PURGE_BATCH_SIZE = 5000
@@ -31,8 +32,8 @@ export interface PurgeOptions {
  * Deletes delivery-log entries received before `now - LOG_RETENTION_DAYS`, and roll-up hours that
  * ended before then. Bounded batches (one short statement each) keep locks and WAL bursts small on a
  * table with millions of rows. The expired entries are found source by source on
- * `(source_id, received_at)`, the index every log read uses: an index on `received_at` alone served
- * only this hourly job and cost every lead an index entry (~5% of PostgreSQL's CPU per lead at
+ * `(source_id, outcome, received_at)`, the index every log read uses (one range per outcome): an
+ * index on `received_at` alone served only this hourly job and cost every lead an index entry (~5% of PostgreSQL's CPU per lead at
  * groups of 40, docs/benchmarks.md "Where issue [7] stands"; dropped by drizzle/0022). Every entry
  * belongs to a source (a source's deletion deletes its entries: webhook_sources_release_rows), so
  * walking the sources finds them all. On PostgreSQL one replica purges at a
@@ -94,7 +95,8 @@ async function purge(ctx: AppContext, run: Run, cutoff: string, options: PurgeOp
          DELETE FROM delivery_logs WHERE id = ANY(ARRAY(
            SELECT d.id FROM chunk s CROSS JOIN LATERAL (
              SELECT d.id FROM delivery_logs d
-             WHERE d.source_id = s.id AND d.received_at < ${cutoff}::timestamptz LIMIT ${PURGE_BATCH_SIZE}) d
+             WHERE d.source_id = s.id AND d.outcome = ANY(${EVERY_OUTCOME_SQL})
+               AND d.received_at < ${cutoff}::timestamptz LIMIT ${PURGE_BATCH_SIZE}) d
            LIMIT ${PURGE_BATCH_SIZE}))
          RETURNING 1)
        SELECT (SELECT count(*)::int FROM gone) AS deleted,

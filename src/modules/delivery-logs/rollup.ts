@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm'
 import type { AppContext } from '../../context'
 import { sqlRows } from '../../db/rows'
-import { LATENCY_BUCKET_SQL } from './repository'
+import { EVERY_OUTCOME_SQL, LATENCY_BUCKET_SQL } from './repository'
 
 /**
  * Rows are folded into the roll-up only once they are this old: the inbound path stamps
@@ -34,7 +34,8 @@ WITH bounds AS (
     SELECT d.source_id, date_trunc('hour', d.received_at, 'UTC') AS hour, d.outcome, d.http_status,
            coalesce(d.reason, '') AS reason, d.repeat_count, d.duration_ms
     FROM delivery_logs d
-    WHERE d.source_id = b.source_id AND d.received_at >= b.from_at AND d.received_at < ${target}::timestamptz
+    WHERE d.source_id = b.source_id AND d.outcome = ANY(${EVERY_OUTCOME_SQL})
+      AND d.received_at >= b.from_at AND d.received_at < ${target}::timestamptz
   ) l
 ), counts AS (
   INSERT INTO delivery_log_hourly AS h (source_id, hour, outcome, http_status, reason, requests)
