@@ -11,6 +11,7 @@ import {
   recordStatement,
 } from '../../src/modules/webhook-endpoints/repository'
 import { createSignedInUser, createWebhookEndpoint } from '../helpers/factories'
+import { explainAnalyze, type PlanNode, planOf } from '../helpers/query-plans'
 import { makeTestApp, testDatabase } from '../helpers/test-app'
 
 beforeAll(async () => {
@@ -20,14 +21,6 @@ beforeAll(async () => {
 /** Lead events waiting for one endpoint, as a saturated replica leaves them (docs/webhooks.md). */
 const BACKLOG = 20_000
 const CLAIM_LIMIT = 32
-
-interface PlanNode {
-  'Node Type': string
-  'Relation Name'?: string
-  'Actual Rows': number
-  'Actual Loops': number
-  Plans?: PlanNode[]
-}
 
 /** Every node of a plan that read `relation`, with the rows it produced in all its loops. */
 function reads(
@@ -42,31 +35,17 @@ function reads(
 }
 const deliveryReads = (node: PlanNode) => reads('webhook_deliveries', node)
 
-/** The top node of an `explain (format json)` row (PGlite returns the JSON as text). */
-function planOf(row: { 'QUERY PLAN': unknown } | undefined): PlanNode {
-  const json = row!['QUERY PLAN']
-  return ((typeof json === 'string' ? JSON.parse(json) : json) as Array<{ Plan: PlanNode }>)[0]!.Plan
-}
-
-async function explainAnalyze(ctx: AppContext, statement: SQL): Promise<PlanNode> {
-  const [row] = await sqlRows<{ 'QUERY PLAN': unknown }>(
-    ctx.db,
-    sql`explain (analyze, format json) ${statement}`,
-  )
-  return planOf(row)
-}
-
 /**
  * EXPLAIN ANALYZE of `statement` as the drivers end up running it: a named prepared statement on its
  * generic plan (postgres.js and Bun.sql prepare the worker's statements, and after a few runs
  * PostgreSQL keeps the plan made without the parameters' values, which estimates a LIMIT $1 at a
  * guess). An unnamed statement gets a plan for its values, which can hide what the generic one does.
  */
-async function explainGenericPlan(ctx: AppContext, statement: SQL): Promise<PlanNode> {
+async function explainGenericPlan(db: AppContext['db'], statement: SQL): Promise<PlanNode> {
   const query = new PgDialect().sqlToQuery(statement)
   const types = query.params.map((param) => (typeof param === 'number' ? 'int' : 'text'))
   const values = query.params.map((param) => (typeof param === 'number' ? String(param) : `'${param}'`))
-  return ctx.db.transaction(async (tx) => {
+  return db.transaction(async (tx) => {
     await tx.execute(sql.raw('set local plan_cache_mode = force_generic_plan'))
     await tx.execute(sql.raw(`prepare generic_plan_check(${types.join(', ')}) as ${query.sql}`))
     try {
@@ -140,7 +119,7 @@ describe('the delivery claim and its results read what they take, whatever the s
               inFlight: {},
               priorityOnly,
             }
-            const top = await explain(ctx, claimStatement(options))
+            const top = await explain(ctx.db, claimStatement(options))
             // It claimed a full batch (EXPLAIN ANALYZE runs the update)…
             expect(top['Actual Rows']).toBe(CLAIM_LIMIT)
             // …and no step of it read more deliveries than a batch and the one probe per endpoint.
@@ -167,7 +146,7 @@ describe('the delivery claim and its results read what they take, whatever the s
                 nextAttemptAt: index % 2 === 0 ? null : new Date(clock.now() + 5_000),
               },
             }))
-            const recorded = await explain(ctx, recordStatement(results))
+            const recorded = await explain(ctx.db, recordStatement(results))
             expect(recorded['Actual Rows']).toBe(CLAIM_LIMIT)
             expect(deliveryReads(recorded).filter((read) => read.rows > 2 * CLAIM_LIMIT)).toEqual([])
             const [after] = await sqlRows<{ succeeded: number; pending: number; attempts: number }>(
@@ -248,7 +227,7 @@ describe('the fan-out reads what it takes, whatever the statistics say', () => {
           sql`delete from webhook_fan_out_queue q
             where not exists (select 1 from leads l where l.id = q.id and l.organization_id = ${organization.id}::uuid)`,
         )
-        const top = await explain(ctx, fanOutStatement(FAN_OUT_LIMIT))
+        const top = await explain(ctx.db, fanOutStatement(FAN_OUT_LIMIT))
         for (const relation of ['webhook_fan_out_queue', 'webhook_messages', 'leads']) {
           const found = reads(relation, top)
           expect({ relation, read: found.length > 0 }).toEqual({ relation, read: true })

@@ -19,7 +19,7 @@ export function bucketUpperBoundMs(bucket: number): number {
 
 /**
  * Every outcome, as a constant array (the planner sees its five elements). The one per-source index
- * is (source_id, outcome, received_at DESC, id DESC), so a read across outcomes names them all:
+ * is (source_id, outcome, received_at DESC NULLS LAST, id DESC NULLS LAST), so a read across outcomes names them all:
  * `outcome = ANY(...)` makes a time range one index range per outcome (drizzle/0023), where without
  * it PostgreSQL could only walk the whole source. The column's CHECK keeps the list complete.
  */
@@ -40,7 +40,11 @@ FROM unnest(${outcomes}) AS o(outcome)
 CROSS JOIN LATERAL (
   SELECT ${columns}, received_at AS sort_at, id AS sort_id FROM delivery_logs d
   WHERE d.outcome = o.outcome AND ${where}
-  ORDER BY received_at DESC, id DESC LIMIT ${limit}
+  -- The index's own order, so the range is read from its newest end and stops at the limit: NULLS
+  -- LAST as the index was built (plain DESC means NULLS FIRST, an order PostgreSQL would sort the
+  -- whole range for, NOT NULL columns or not), and qualified (a bare \`id\` would be the columns'
+  -- \`id::text AS id\`).
+  ORDER BY d.received_at DESC NULLS LAST, d.id DESC NULLS LAST LIMIT ${limit}
 ) n
 ORDER BY n.sort_at DESC, n.sort_id DESC LIMIT ${limit}`
 
@@ -136,7 +140,8 @@ const RECENT_SQL = (sourceId: string, limit: number) =>
     limit,
   )
 
-// One index probe per outcome on (source_id, outcome, received_at desc, id desc).
+// One index probe per outcome on (source_id, outcome, received_at desc, id desc), in the index's
+// order (NULLS LAST, as in NEWEST_SQL).
 const LATEST_BY_OUTCOME_SQL = (sourceId: string, outcomes: readonly Outcome[]) => sql`SELECT o.outcome,
   l.http_status, l.reason, l.repeat_count, l.at_ms
 FROM unnest(${sql.param(outcomes)}::text[]) AS o(outcome)
@@ -144,11 +149,33 @@ CROSS JOIN LATERAL (
   SELECT http_status::int AS http_status, reason, repeat_count,
          (extract(epoch FROM received_at) * 1000)::float8 AS at_ms
   FROM delivery_logs d WHERE d.source_id = ${sourceId} AND d.outcome = o.outcome
-  ORDER BY received_at DESC, id DESC LIMIT 1
+  ORDER BY received_at DESC NULLS LAST, id DESC NULLS LAST LIMIT 1
 ) l`
 
 const LATEST_PROBLEMS_SQL = (sourceId: string, outcomes: readonly Outcome[], limit: number) =>
   NEWEST_SQL(ENTRY_COLUMNS, sql`d.source_id = ${sourceId}`, limit, outcomeList(outcomes))
+
+/**
+ * A page of the log list, newest first, keyset on (received_at, id): one index range per outcome
+ * (one when the filter names an outcome), however far back the page is.
+ */
+const LIST_SQL = (filter: LogFilter) => {
+  const where: SQL[] = [sql`d.source_id = ${filter.sourceId}`]
+  if (filter.status !== undefined) where.push(sql`d.http_status = ${filter.status}`)
+  if (filter.since) where.push(sql`d.received_at >= ${filter.since}::timestamptz`)
+  if (filter.until) where.push(sql`d.received_at < ${filter.until}::timestamptz`)
+  if (filter.after) {
+    where.push(
+      sql`(d.received_at, d.id) < (${filter.after.receivedAt}::timestamptz, ${filter.after.id}::uuid)`,
+    )
+  }
+  return NEWEST_SQL(
+    ENTRY_COLUMNS,
+    sql.join(where, sql` AND `),
+    filter.limit,
+    filter.outcome ? outcomeList([filter.outcome]) : EVERY_OUTCOME_SQL,
+  )
+}
 
 export interface StatusInputRow {
   source_id: string
@@ -210,6 +237,16 @@ CROSS JOIN LATERAL (
 ) r
 WHERE s.id = ANY(${sql.param(sourceIds)}::uuid[])`
 
+/** The statements of the repository's reads, for the tests that check how much of a source each reads. */
+export const DELIVERY_LOG_READS = {
+  list: LIST_SQL,
+  aggregates: AGGREGATE_SQL,
+  recent: RECENT_SQL,
+  latestByOutcome: LATEST_BY_OUTCOME_SQL,
+  latestProblems: LATEST_PROBLEMS_SQL,
+  statusInputs: STATUS_INPUTS_SQL,
+}
+
 /**
  * Reads of the delivery logs. The health queries are roll-ups the query builder cannot express
  * (UNION ALL of hourly tables and a live aggregate, LATERAL probes per outcome): Drizzle `sql`
@@ -227,29 +264,8 @@ export class DeliveryLogsRepository {
     return row ?? null
   }
 
-  /**
-   * Newest first, keyset on (received_at, id): every page is one index range per outcome (one when
-   * the filter names an outcome), however far back the page is.
-   */
   list(filter: LogFilter): Promise<LogRow[]> {
-    const where: SQL[] = [sql`d.source_id = ${filter.sourceId}`]
-    if (filter.status !== undefined) where.push(sql`d.http_status = ${filter.status}`)
-    if (filter.since) where.push(sql`d.received_at >= ${filter.since}::timestamptz`)
-    if (filter.until) where.push(sql`d.received_at < ${filter.until}::timestamptz`)
-    if (filter.after) {
-      where.push(
-        sql`(d.received_at, d.id) < (${filter.after.receivedAt}::timestamptz, ${filter.after.id}::uuid)`,
-      )
-    }
-    return sqlRows<LogRow>(
-      this.ctx.db,
-      NEWEST_SQL(
-        ENTRY_COLUMNS,
-        sql.join(where, sql` AND `),
-        filter.limit,
-        filter.outcome ? outcomeList([filter.outcome]) : EVERY_OUTCOME_SQL,
-      ),
-    )
+    return sqlRows<LogRow>(this.ctx.db, LIST_SQL(filter))
   }
 
   async get(sourceId: string, logId: string): Promise<(LogRow & { body: string | null }) | null> {

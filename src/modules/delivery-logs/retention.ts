@@ -78,18 +78,13 @@ export async function purgeExpiredLogs(
   }
 }
 
-async function purge(ctx: AppContext, run: Run, cutoff: string, options: PurgeOptions) {
-  const started = performance.now()
-  const sourcesPerChunk = options.sourcesPerChunk ?? PURGE_SOURCES_PER_CHUNK
-  let deletedLogs = 0
-  // The chunk's sources are those after `after` in id order; a full batch may have left expired
-  // entries in them, so the same chunk goes again until a batch comes back short, then the next.
-  let after = '00000000-0000-0000-0000-000000000000'
-  for (let batch = 1; !options.shouldStop?.(); batch++) {
-    const [row] = await run(
-      // The ids as an array, deleted by primary key: `id IN (SELECT …)` was planned as a hash join
-      // against a sequential scan of the whole table (the batch's LIMIT taken as its size).
-      sql`WITH chunk AS (
+/**
+ * One batch: up to PURGE_BATCH_SIZE expired entries of the chunk of sources after `after`. The ids
+ * as an array, deleted by primary key: `id IN (SELECT …)` was planned as a hash join against a
+ * sequential scan of the whole table (the batch's LIMIT taken as its size).
+ */
+export const PURGE_BATCH_SQL = (after: string, cutoff: string, sourcesPerChunk: number) =>
+  sql`WITH chunk AS (
          SELECT id FROM webhook_sources WHERE id > ${after}::uuid ORDER BY id LIMIT ${sourcesPerChunk}),
        gone AS (
          DELETE FROM delivery_logs WHERE id = ANY(ARRAY(
@@ -100,8 +95,17 @@ async function purge(ctx: AppContext, run: Run, cutoff: string, options: PurgeOp
            LIMIT ${PURGE_BATCH_SIZE}))
          RETURNING 1)
        SELECT (SELECT count(*)::int FROM gone) AS deleted,
-         (SELECT id::text FROM chunk ORDER BY id DESC LIMIT 1) AS last_source`,
-    )
+         (SELECT id::text FROM chunk ORDER BY id DESC LIMIT 1) AS last_source`
+
+async function purge(ctx: AppContext, run: Run, cutoff: string, options: PurgeOptions) {
+  const started = performance.now()
+  const sourcesPerChunk = options.sourcesPerChunk ?? PURGE_SOURCES_PER_CHUNK
+  let deletedLogs = 0
+  // The chunk's sources are those after `after` in id order; a full batch may have left expired
+  // entries in them, so the same chunk goes again until a batch comes back short, then the next.
+  let after = '00000000-0000-0000-0000-000000000000'
+  for (let batch = 1; !options.shouldStop?.(); batch++) {
+    const [row] = await run(PURGE_BATCH_SQL(after, cutoff, sourcesPerChunk))
     const deleted = Number(row?.deleted ?? 0)
     deletedLogs += deleted
     if (deleted > 0) {

@@ -21,7 +21,7 @@ const ROLLUP_LOCK_ID = 7_364_521_101
  * so the transaction-scoped advisory lock makes sure two replicas never add the same rows twice;
  * the second simply skips this run.
  */
-const ROLLUP_SQL = (target: string) => sql`
+export const ROLLUP_SQL = (target: string) => sql`
 WITH bounds AS (
   SELECT s.id AS source_id,
          greatest(coalesce(w.rolled_until, '-infinity'::timestamptz),
@@ -36,6 +36,9 @@ WITH bounds AS (
     FROM delivery_logs d
     WHERE d.source_id = b.source_id AND d.outcome = ANY(${EVERY_OUTCOME_SQL})
       AND d.received_at >= b.from_at AND d.received_at < ${target}::timestamptz
+    -- OFFSET 0 keeps the probe per source: pulled up into a join, it was planned as a hash join
+    -- over a scan of the whole table where the planner could not tell how few rows are new.
+    OFFSET 0
   ) l
 ), counts AS (
   INSERT INTO delivery_log_hourly AS h (source_id, hour, outcome, http_status, reason, requests)
