@@ -19,9 +19,10 @@ export function bucketUpperBoundMs(bucket: number): number {
 
 /**
  * Every outcome, as a constant array (the planner sees its five elements). The one per-source index
- * is (source_id, outcome, received_at DESC NULLS LAST, id DESC NULLS LAST), so a read across outcomes names them all:
- * `outcome = ANY(...)` makes a time range one index range per outcome (drizzle/0023), where without
- * it PostgreSQL could only walk the whole source. The column's CHECK keeps the list complete.
+ * is (source_id, outcome, received_at DESC NULLS LAST, id DESC NULLS LAST), so a read across
+ * outcomes names them all: `outcome = ANY(...)` makes a time range one index range per outcome
+ * (drizzle/0023), where without it PostgreSQL 15 could only walk the whole source. The column's
+ * CHECK keeps the list complete.
  */
 export const EVERY_OUTCOME_SQL = sql.raw(`'{${OUTCOMES.join(',')}}'::text[]`)
 
@@ -29,6 +30,10 @@ export const EVERY_OUTCOME_SQL = sql.raw(`'{${OUTCOMES.join(',')}}'::text[]`)
  * A source's newest entries matching `where` (on `d`), newest first: the newest `limit` of each
  * outcome, one index range each, merged and cut at `limit`. At most five ranges of `limit` entries,
  * however many the source has. Each row also carries `sort_at` and `sort_id`, the order's keys.
+ * Each range is read in the index's own order, from its newest end, and stops at the limit: NULLS
+ * LAST as the index was built (plain DESC means NULLS FIRST, an order the index does not have, and
+ * PostgreSQL read and sorted the whole range for it, NOT NULL columns or not), and qualified (a bare
+ * `id` would be the columns' `id::text AS id`, an order no index has).
  */
 const NEWEST_SQL = (
   columns: SQL,
@@ -40,10 +45,6 @@ FROM unnest(${outcomes}) AS o(outcome)
 CROSS JOIN LATERAL (
   SELECT ${columns}, received_at AS sort_at, id AS sort_id FROM delivery_logs d
   WHERE d.outcome = o.outcome AND ${where}
-  -- The index's own order, so the range is read from its newest end and stops at the limit: NULLS
-  -- LAST as the index was built (plain DESC means NULLS FIRST, an order PostgreSQL would sort the
-  -- whole range for, NOT NULL columns or not), and qualified (a bare \`id\` would be the columns'
-  -- \`id::text AS id\`).
   ORDER BY d.received_at DESC NULLS LAST, d.id DESC NULLS LAST LIMIT ${limit}
 ) n
 ORDER BY n.sort_at DESC, n.sort_id DESC LIMIT ${limit}`

@@ -33,8 +33,9 @@ export interface PurgeOptions {
  * ended before then. Bounded batches (one short statement each) keep locks and WAL bursts small on a
  * table with millions of rows. The expired entries are found source by source on
  * `(source_id, outcome, received_at)`, the index every log read uses (one range per outcome): an
- * index on `received_at` alone served only this hourly job and cost every lead an index entry (~5% of PostgreSQL's CPU per lead at
- * groups of 40, docs/benchmarks.md "Where issue [7] stands"; dropped by drizzle/0022). Every entry
+ * index on `received_at` alone served only this hourly job and cost every lead an index entry (~5%
+ * of PostgreSQL's CPU per lead at groups of 40, docs/benchmarks.md "Where issue [7] stands";
+ * dropped by drizzle/0022). Every entry
  * belongs to a source (a source's deletion deletes its entries: webhook_sources_release_rows), so
  * walking the sources finds them all. On PostgreSQL one replica purges at a
  * time: a session-level advisory lock on a dedicated connection is held for the whole run (the
