@@ -10,6 +10,8 @@ export interface PlanNode {
   /** Buffers the node and its children found in (hit) or read into (read) shared buffers. */
   'Shared Hit Blocks'?: number
   'Shared Read Blocks'?: number
+  'Index Name'?: string
+  'Index Cond'?: string
   Plans?: PlanNode[]
 }
 
@@ -34,4 +36,11 @@ export async function explainAnalyze(db: SqlExecutor, statement: SQL): Promise<P
 /** Pages the whole plan touched (the top node counts its children's). */
 export function pagesTouched(plan: PlanNode): number {
   return (plan['Shared Hit Blocks'] ?? 0) + (plan['Shared Read Blocks'] ?? 0)
+}
+
+/** Every node of a plan that reads `relation` (not the one that writes it). */
+export function nodesReading(relation: string, node: PlanNode, found: PlanNode[] = []): PlanNode[] {
+  if (node['Relation Name'] === relation && node['Node Type'] !== 'ModifyTable') found.push(node)
+  for (const child of node.Plans ?? []) nodesReading(relation, child, found)
+  return found
 }

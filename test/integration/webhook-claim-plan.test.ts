@@ -11,7 +11,7 @@ import {
   recordStatement,
 } from '../../src/modules/webhook-endpoints/repository'
 import { createSignedInUser, createWebhookEndpoint } from '../helpers/factories'
-import { explainAnalyze, type PlanNode, planOf } from '../helpers/query-plans'
+import { explainAnalyze, nodesReading, type PlanNode, planOf } from '../helpers/query-plans'
 import { makeTestApp, testDatabase } from '../helpers/test-app'
 
 beforeAll(async () => {
@@ -23,16 +23,11 @@ const BACKLOG = 20_000
 const CLAIM_LIMIT = 32
 
 /** Every node of a plan that read `relation`, with the rows it produced in all its loops. */
-function reads(
-  relation: string,
-  node: PlanNode,
-  found: Array<{ node: string; rows: number }> = [],
-): Array<{ node: string; rows: number }> {
-  if (node['Relation Name'] === relation && node['Node Type'] !== 'ModifyTable')
-    found.push({ node: node['Node Type'], rows: node['Actual Rows'] * node['Actual Loops'] })
-  for (const child of node.Plans ?? []) reads(relation, child, found)
-  return found
-}
+const reads = (relation: string, node: PlanNode) =>
+  nodesReading(relation, node).map((read) => ({
+    node: read['Node Type'],
+    rows: read['Actual Rows'] * read['Actual Loops'],
+  }))
 const deliveryReads = (node: PlanNode) => reads('webhook_deliveries', node)
 
 /**
