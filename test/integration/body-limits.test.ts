@@ -111,10 +111,9 @@ function head(method: string, path: string, headers: Record<string, string>): st
   return `${method} ${path} HTTP/1.1\r\n${lines.join('\r\n')}\r\n\r\n`
 }
 
-/** `size` bytes as chunked transfer coding, in 64 KiB chunks, with the terminating chunk. */
 /**
- * A chunked body of `size` bytes that never ends (no last chunk): a server that waited for the whole
- * body before judging its size would never answer. The callers send one byte over the limit and no
+ * A chunked body of `size` bytes, in 64 KiB chunks, that never ends (no last chunk): a server that
+ * waited for the whole body before judging its size would never answer. The callers send one byte over the limit and no
  * more, so the server has read everything sent when it answers and closes: the connection ends with
  * a FIN, not a reset, and the client is no longer writing. Sending far more than the limit (it sent
  * 4 MiB) left the client writing into a closed connection: its EPIPE could tear the socket down

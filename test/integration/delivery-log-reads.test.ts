@@ -44,20 +44,24 @@ async function addEntries(
   await ctx.db.execute(sql`ANALYZE delivery_logs`)
 }
 
-/** Pages a statement touches; one that writes (the roll-up, the purge) is rolled back. */
-async function pagesOf(ctx: AppContext, statement: SQL): Promise<number> {
-  let pages = 0
+/** The plan of `statement` as EXPLAIN ANALYZE ran it; one that writes (the roll-up, the purge) is rolled back. */
+async function explainRolledBack(ctx: AppContext, statement: SQL): Promise<PlanNode> {
+  let plan: PlanNode | undefined
   await ctx.db
     .transaction(async (tx) => {
-      pages = pagesTouched(await explainAnalyze(tx, statement))
+      plan = await explainAnalyze(tx, statement)
       throw new RolledBack()
     })
     .catch((error) => {
       if (!(error instanceof RolledBack)) throw error
     })
-  return pages
+  return plan!
 }
 class RolledBack extends Error {}
+
+/** Pages a statement touches. */
+const pagesOf = async (ctx: AppContext, statement: SQL) =>
+  pagesTouched(await explainRolledBack(ctx, statement))
 
 // Every read of a source's delivery logs must cost what it returns, not what the source holds: a
 // source can have millions of entries (the spec's million-row source), and the one per-source index
@@ -193,16 +197,11 @@ describe('every read of a source’s delivery logs touches the same pages with 2
   // it is checked by its plan instead. Each source's entries must be read as ranges of the index with
   // the outcome among the index's conditions; without it, PostgreSQL 15 reads the whole source.
   test('the roll-up job reads each source’s new entries as ranges of (source_id, outcome, received_at)', async () => {
-    let plan: PlanNode | undefined
-    await ctx.db
-      .transaction(async (tx) => {
-        plan = await explainAnalyze(tx, ROLLUP_SQL(new Date(NOW + 60_000 - ROLLUP_DELAY_MS).toISOString()))
-        throw new RolledBack()
-      })
-      .catch((error) => {
-        if (!(error instanceof RolledBack)) throw error
-      })
-    const logReads = nodesReading('delivery_logs', plan!).map((node) => ({
+    const plan = await explainRolledBack(
+      ctx,
+      ROLLUP_SQL(new Date(NOW + 60_000 - ROLLUP_DELAY_MS).toISOString()),
+    )
+    const logReads = nodesReading('delivery_logs', plan).map((node) => ({
       node: node['Node Type'],
       index: node['Index Name'],
       outcomeInCondition: /outcome = ANY/.test(node['Index Cond'] ?? ''),

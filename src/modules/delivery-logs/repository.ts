@@ -145,7 +145,7 @@ const RECENT_SQL = (sourceId: string, limit: number) =>
 // order (NULLS LAST, as in NEWEST_SQL).
 const LATEST_BY_OUTCOME_SQL = (sourceId: string, outcomes: readonly Outcome[]) => sql`SELECT o.outcome,
   l.http_status, l.reason, l.repeat_count, l.at_ms
-FROM unnest(${sql.param(outcomes)}::text[]) AS o(outcome)
+FROM unnest(${outcomeList(outcomes)}) AS o(outcome)
 CROSS JOIN LATERAL (
   SELECT http_status::int AS http_status, reason, repeat_count,
          (extract(epoch FROM received_at) * 1000)::float8 AS at_ms
@@ -207,12 +207,12 @@ const STATUS_INPUTS_SQL = (
 FROM webhook_sources s
 CROSS JOIN LATERAL (
   SELECT sum(requests) AS requests,
-         sum(requests) FILTER (WHERE outcome = ANY(${sql.param(outcomes.success)}::text[])) AS successes
+         sum(requests) FILTER (WHERE outcome = ANY(${outcomeList(outcomes.success)})) AS successes
   FROM delivery_log_hourly WHERE source_id = s.id AND hour >= ${from}::timestamptz AND hour < ${to}::timestamptz
 ) h
 CROSS JOIN LATERAL (
   SELECT sum(repeat_count) AS requests,
-         sum(repeat_count) FILTER (WHERE outcome = ANY(${sql.param(outcomes.success)}::text[])) AS successes
+         sum(repeat_count) FILTER (WHERE outcome = ANY(${outcomeList(outcomes.success)})) AS successes
   FROM delivery_logs
   WHERE source_id = s.id AND outcome = ANY(${EVERY_OUTCOME_SQL}) AND received_at < ${to}::timestamptz
     AND received_at >= greatest(${from}::timestamptz,
@@ -228,7 +228,7 @@ CROSS JOIN LATERAL (
     SELECT failed, rc, coalesce(sum(rc) OVER (ORDER BY received_at DESC, id DESC
              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before
     FROM (
-      SELECT outcome = ANY(${sql.param(outcomes.failure)}::text[]) AS failed, repeat_count AS rc,
+      SELECT outcome = ANY(${outcomeList(outcomes.failure)}) AS failed, repeat_count AS rc,
              sort_at AS received_at, sort_id AS id
       FROM (${NEWEST_SQL(sql`outcome, repeat_count`, sql`d.source_id = s.id`, outcomes.recent)}) latest
     ) newest
