@@ -7,6 +7,7 @@ import { dashboardErrorPage } from './modules/dashboard/views/layout'
 import { deliveryLogsModule } from './modules/delivery-logs'
 import { healthModule } from './modules/health'
 import { inboundModule } from './modules/inbound'
+import { DirectInboundPost } from './modules/inbound/direct-post'
 import { leadsModule } from './modules/leads'
 import { membersModule } from './modules/members'
 import { patModule } from './modules/pat'
@@ -14,11 +15,11 @@ import { sourcesModule } from './modules/sources'
 import { webhookEndpointsModule } from './modules/webhook-endpoints'
 import { webhookEventsDocument } from './modules/webhook-endpoints/openapi'
 import { authPlugin } from './plugins/auth'
-import { errorsPlugin } from './plugins/errors'
+import { errorResponse, errorsPlugin } from './plugins/errors'
 import { inputGuardPlugin } from './plugins/input-guard'
 import { openapiPlugin } from './plugins/openapi'
 import { RouteTemplates, rateLimitPlugin } from './plugins/rate-limit'
-import { requestContextPlugin } from './plugins/request-context'
+import { logAccess, requestContextPlugin } from './plugins/request-context'
 import { buildServices, type Services } from './services'
 import { type BuiltTracker, trackerModule } from './tracker'
 
@@ -38,6 +39,13 @@ export function createApp(ctx: AppContext, options: { services?: Services; track
   // The limiter runs before routing; it names buckets after the templates of the routes below.
   const routes = new RouteTemplates()
   const registry = services.requests
+  const inboundPost = new DirectInboundPost({
+    service: services.inbound,
+    registry,
+    errorResponse: (error, request, headers) =>
+      errorResponse(ctx, registry, { error, request, headers, errorPage: dashboardErrorPage }),
+    logAccess: (request, status) => logAccess(ctx, registry, request, status),
+  })
   // One instance for every module that declares `auth` on its routes.
   const auth = authPlugin(services.credentials)
   const app = new Elysia({
@@ -48,12 +56,18 @@ export function createApp(ctx: AppContext, options: { services?: Services; track
   })
     // Routing, limits and logs see one path: a relative URL (a request line without Host, as
     // HAProxy's default check sends) or a trailing slash is rewritten before Elysia reads it. The
-    // copy has no socket, so the client IP is taken from the original first.
+    // copy has no socket, so the client IP is taken from the original first. Then the webhook POST
+    // is served before Elysia's lifecycle (inboundPost); every other request goes through it.
+    // The wrapper runs for app.handle and for the routes Bun serves natively alike.
     .wrap((handle) => (request: Request) => {
       const canonical = canonicalRequest(request)
-      if (!canonical) return handle(request)
-      registry.open(canonical, app.server?.requestIP(request)?.address)
-      return handle(canonical)
+      const target = canonical ?? request
+      const apiKey = inboundPost.keyOf(target)
+      if (apiKey === null && !canonical) return handle(request)
+      const socketAddress = app.server?.requestIP(request)?.address
+      if (apiKey !== null) return inboundPost.serve(target, apiKey, socketAddress)
+      registry.open(target, socketAddress)
+      return handle(target)
     })
     .use(requestContextPlugin(ctx, registry))
     .use(errorsPlugin(ctx, registry, { errorPage: dashboardErrorPage }))

@@ -26,59 +26,92 @@ export function errorsPlugin(
   options: { errorPage?: ErrorPageRenderer } = {},
 ) {
   return new Elysia({ name: 'errors' }).onError({ as: 'global' }, ({ code, error, request, set }) => {
-    const meta = registry.get(request)
-    let appError: AppError
-    const cause = (error as { cause?: unknown }).cause
-    if (error instanceof AppError) appError = error
-    // Elysia wraps whatever a parse hook throws in a ParseError: the input guard's refusals.
-    else if (code === 'PARSE' && cause instanceof AppError) appError = cause
-    else if (code === 'VALIDATION') {
-      const issues = (error as unknown as ValidationLike).all
-      const details = describeValidationIssues(Array.isArray(issues) ? issues : [], request)
-      appError = errors.validation('the request does not match the schema', details)
-    } else if (isValidationMessageFailure(error)) {
-      appError = errors.validation('the request does not match the schema')
-    } else if (code === 'NOT_FOUND') appError = errors.notFound('route')
-    else if (code === 'PARSE') appError = errors.invalidBody('the request body could not be parsed')
-    else if (code === 'INVALID_COOKIE_SIGNATURE') appError = errors.validation('invalid cookie')
-    else if (describeDatabaseError(error)?.unavailable) {
-      // /readyz reports the replica not ready while this keeps happening (see the health module).
-      ctx.lifecycle.databaseUnavailableAt = performance.now()
-      ctx.logger.error('database unavailable', { request_id: meta.requestId, error: describeError(error) })
-      appError = errors.serviceUnavailable()
-    } else {
-      ctx.logger.error('unhandled error', { request_id: meta.requestId, error: describeError(error) })
-      appError = new AppError('internal_error', 'an unexpected error occurred')
-    }
-    if (appError.status >= 500 && appError.status !== 503) {
-      ctx.logger.error('server error', { request_id: meta.requestId, code: appError.code })
-    }
-    const headers: Record<string, string> = {
-      'content-type': 'application/json',
-      'x-request-id': meta.requestId,
-      ...appError.headers,
-    }
-    for (const [name, value] of Object.entries(set.headers)) {
-      if (typeof value === 'string' && !(name in headers)) headers[name] = value
-    }
-    set.status = appError.status
-    const page = options.errorPage?.(request, appError.status, appError.message)
-    if (page !== null && page !== undefined) {
-      return new Response(page, {
-        status: appError.status,
-        headers: { ...headers, 'content-type': 'text/html; charset=utf-8' },
-      })
-    }
-    return new Response(
-      JSON.stringify({
-        error: appError.code,
-        message: appError.message,
-        request_id: meta.requestId,
-        ...appError.extra,
-      }),
-      { status: appError.status, headers },
-    )
+    const response = errorResponse(ctx, registry, {
+      error,
+      code,
+      request,
+      headers: set.headers,
+      errorPage: options.errorPage,
+    })
+    set.status = response.status
+    return response
   })
+}
+
+/**
+ * The answer to an error: the plugin's, and the webhook POST's, which is served before Elysia's
+ * lifecycle (src/modules/inbound/direct-post.ts) and so never reaches onError. `code` is Elysia's
+ * (`VALIDATION`, `PARSE`, `NOT_FOUND`, …) when Elysia raised the error; `headers` are those already
+ * set for the response (rate limit, CORS), kept unless the error sets its own.
+ */
+export function errorResponse(
+  ctx: AppContext,
+  registry: RequestRegistry,
+  {
+    error,
+    code,
+    request,
+    headers: headersSoFar,
+    errorPage,
+  }: {
+    error: unknown
+    code?: string | number
+    request: Request
+    headers: Record<string, unknown>
+    errorPage?: ErrorPageRenderer
+  },
+): Response {
+  const meta = registry.get(request)
+  let appError: AppError
+  const cause = (error as { cause?: unknown }).cause
+  if (error instanceof AppError) appError = error
+  // Elysia wraps whatever a parse hook throws in a ParseError: the input guard's refusals.
+  else if (code === 'PARSE' && cause instanceof AppError) appError = cause
+  else if (code === 'VALIDATION') {
+    const issues = (error as unknown as ValidationLike).all
+    const details = describeValidationIssues(Array.isArray(issues) ? issues : [], request)
+    appError = errors.validation('the request does not match the schema', details)
+  } else if (isValidationMessageFailure(error)) {
+    appError = errors.validation('the request does not match the schema')
+  } else if (code === 'NOT_FOUND') appError = errors.notFound('route')
+  else if (code === 'PARSE') appError = errors.invalidBody('the request body could not be parsed')
+  else if (code === 'INVALID_COOKIE_SIGNATURE') appError = errors.validation('invalid cookie')
+  else if (describeDatabaseError(error)?.unavailable) {
+    // /readyz reports the replica not ready while this keeps happening (see the health module).
+    ctx.lifecycle.databaseUnavailableAt = performance.now()
+    ctx.logger.error('database unavailable', { request_id: meta.requestId, error: describeError(error) })
+    appError = errors.serviceUnavailable()
+  } else {
+    ctx.logger.error('unhandled error', { request_id: meta.requestId, error: describeError(error) })
+    appError = new AppError('internal_error', 'an unexpected error occurred')
+  }
+  if (appError.status >= 500 && appError.status !== 503) {
+    ctx.logger.error('server error', { request_id: meta.requestId, code: appError.code })
+  }
+  const headers: Record<string, string> = {
+    'content-type': 'application/json',
+    'x-request-id': meta.requestId,
+    ...appError.headers,
+  }
+  for (const [name, value] of Object.entries(headersSoFar)) {
+    if (typeof value === 'string' && !(name in headers)) headers[name] = value
+  }
+  const page = errorPage?.(request, appError.status, appError.message)
+  if (page !== null && page !== undefined) {
+    return new Response(page, {
+      status: appError.status,
+      headers: { ...headers, 'content-type': 'text/html; charset=utf-8' },
+    })
+  }
+  return new Response(
+    JSON.stringify({
+      error: appError.code,
+      message: appError.message,
+      request_id: meta.requestId,
+      ...appError.extra,
+    }),
+    { status: appError.status, headers },
+  )
 }
 
 /**

@@ -13,16 +13,29 @@ export function requestContextPlugin(ctx: AppContext, registry: RequestRegistry)
       set.headers['x-request-id'] = meta.requestId
     })
     .onAfterResponse({ as: 'global' }, ({ request, set }) => {
-      const meta = registry.get(request)
-      const path = requestPath(request)
-      if (isProbePath(path)) return
-      ctx.logger.access({
-        requestId: meta.requestId,
-        method: request.method,
-        path,
-        status: typeof set.status === 'number' ? set.status : 200,
-        durationMs: Math.round((performance.now() - meta.startedAt) * 100) / 100,
-        clientIp: meta.clientIp,
-      })
+      logAccess(ctx, registry, request, typeof set.status === 'number' ? set.status : 200)
     })
+}
+
+/**
+ * The request's access line (none for the probes). Also written by the webhook POST, which is
+ * served before Elysia's lifecycle (src/modules/inbound/direct-post.ts).
+ */
+export function logAccess(
+  ctx: AppContext,
+  registry: RequestRegistry,
+  request: Request,
+  status: number,
+): void {
+  const path = requestPath(request)
+  if (isProbePath(path)) return
+  const meta = registry.get(request)
+  ctx.logger.access({
+    requestId: meta.requestId,
+    method: request.method,
+    path,
+    status,
+    durationMs: Math.round((performance.now() - meta.startedAt) * 100) / 100,
+    clientIp: meta.clientIp,
+  })
 }
