@@ -15,7 +15,10 @@ import type { InboundService } from './service'
 /**
  * The webhook URL. Authenticated only by the source key in the path (spec §5); answers browsers
  * (CORS) and servers alike. The body is read by the service itself (`parse: 'none'`) so that no
- * more than 100 KB is ever buffered.
+ * more than 100 KB is ever buffered. The POST a lead takes (its key as issued, no query string)
+ * is served before Elysia's lifecycle by the same service (direct-post.ts, from createApp's
+ * wrapper); this route serves its other forms (a percent-encoded key, a query string) and is the
+ * contract of them all.
  */
 export function inboundModule(ctx: AppContext, service: InboundService) {
   return new Elysia({ name: 'inbound', prefix: '/api/webhook/lead' })
