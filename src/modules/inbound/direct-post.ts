@@ -9,11 +9,12 @@ const ROUTE_PREFIX = '/api/webhook/lead/'
  *
  * Why: on the route every lead takes, the lifecycle (the context object, three request hooks that
  * return at once for this path, the transform hook, the params and response schemas, the header
- * merge, the after-response hook) cost 20–30 µs of the replica's 160–240 µs of CPU per lead on a
- * 2-core machine, ~12% of the process (docs/benchmarks.md, "The webhook POST before Elysia's
- * lifecycle"). What the lifecycle did for this route is done here, by the same code: the request id
- * and client IP (the registry), the service, the JSON answer with the headers the service wrote,
- * an error rendered by the errors plugin's renderer, the access line.
+ * merge, the after-response hook) cost ~30 µs of the process's CPU per request: 82.8 against 52.9 µs
+ * with the service answering at once (`bun run bench:framework`, docs/benchmarks.md A46), where a
+ * replica spends 150–250 µs per lead on a slow 2-core machine. What the lifecycle did for this
+ * route is done here, by the same code: the request id and client IP (the registry), the service,
+ * the JSON answer with the headers the service wrote, an error rendered by the errors plugin's
+ * renderer, the access line.
  *
  * It takes only the requests whose key the lifecycle would hand to the service unchanged: a POST
  * to `/api/webhook/lead/<key>` with no query string and no `%` in the key (a key without one needs
