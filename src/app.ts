@@ -67,7 +67,11 @@ export function createApp(ctx: AppContext, options: { services?: Services; track
       const socketAddress = app.server?.requestIP(request)?.address
       if (apiKey !== null) return inboundPost.serve(target, apiKey, socketAddress)
       registry.open(target, socketAddress)
-      return handle(target)
+      // Not `handle`: where Bun matched a route natively, `handle` is that route's handler, which
+      // reads the path parameters Bun parsed onto the original request, and the copy has none (every
+      // route with a parameter answered 400 to a request line without Host). Elysia's router routes
+      // the copy by its canonical path; this wrapper then passes it through (it is canonical).
+      return app.fetch(target)
     })
     .use(requestContextPlugin(ctx, registry))
     .use(errorsPlugin(ctx, registry, { errorPage: dashboardErrorPage }))

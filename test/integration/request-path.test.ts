@@ -3,7 +3,8 @@ import { connect } from 'node:net'
 import { createApp } from '../../src/app'
 import type { AppContext } from '../../src/context'
 import { requestPath } from '../../src/lib/http'
-import { createSource } from '../helpers/factories'
+import { uniqueEmail } from '../helpers/emails'
+import { createOrganization, createSession, createSource, createUser } from '../helpers/factories'
 import { loggedLines, makeSignedInApp, makeTestApp, request } from '../helpers/test-app'
 
 /**
@@ -42,29 +43,56 @@ function rawRequest(port: number, head: string, body = ''): Promise<RawResponse>
   })
 }
 
-/** Every way a client or balancer may write the request line of `path` (path without query). */
-function requestLineForms(path: string, port: number): Array<{ name: string; head: string }> {
-  return [
-    { name: 'HTTP/1.0, relative, no Host (HAProxy default check)', head: `GET ${path} HTTP/1.0\r\n\r\n` },
+/**
+ * Every way a client or balancer may write the request line of `path` (path without query), for
+ * `method`, with `headers` (whole lines, e.g. `Authorization: Bearer …`) after the form's own.
+ */
+function requestLineForms(
+  path: string,
+  port: number,
+  { method = 'GET', headers = [] }: { method?: string; headers?: string[] } = {},
+): Array<{ name: string; head: string }> {
+  const forms: Array<{ name: string; target: string; version: '1.0' | '1.1'; own?: string[] }> = [
+    { name: 'HTTP/1.0, relative, no Host (HAProxy default check)', target: path, version: '1.0' },
     {
       name: 'HTTP/1.1, relative, Host, Connection: close',
-      head: `GET ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nConnection: close\r\n\r\n`,
+      target: path,
+      version: '1.1',
+      own: [`Host: 127.0.0.1:${port}`],
     },
-    {
-      name: 'HTTP/1.0, absolute, no Host',
-      head: `GET http://127.0.0.1:${port}${path} HTTP/1.0\r\n\r\n`,
-    },
+    { name: 'HTTP/1.0, absolute, no Host', target: `http://127.0.0.1:${port}${path}`, version: '1.0' },
     {
       name: 'HTTP/1.1, absolute, other Host',
-      head: `GET http://balancer.internal${path} HTTP/1.1\r\nHost: lb.example\r\nConnection: close\r\n\r\n`,
+      target: `http://balancer.internal${path}`,
+      version: '1.1',
+      own: ['Host: lb.example'],
     },
-    { name: 'HTTP/1.0, relative, query string', head: `GET ${path}?probe=1 HTTP/1.0\r\n\r\n` },
-    { name: 'HTTP/1.0, relative, trailing slash', head: `GET ${path}/ HTTP/1.0\r\n\r\n` },
+    { name: 'HTTP/1.0, relative, query string', target: `${path}?probe=1`, version: '1.0' },
+    { name: 'HTTP/1.0, relative, trailing slash', target: `${path}/`, version: '1.0' },
+    {
+      name: 'HTTP/1.1, relative, trailing slash',
+      target: `${path}/`,
+      version: '1.1',
+      own: [`Host: 127.0.0.1:${port}`],
+    },
     {
       name: 'HTTP/1.0, relative, User-Agent and Accept',
-      head: `GET ${path} HTTP/1.0\r\nUser-Agent: check\r\nAccept: */*\r\n\r\n`,
+      target: path,
+      version: '1.0',
+      own: ['User-Agent: check', 'Accept: */*'],
     },
   ]
+  return forms.map((form) => ({
+    name: form.name,
+    head: [
+      `${method} ${form.target} HTTP/${form.version}`,
+      ...(form.own ?? []),
+      ...(form.version === '1.1' ? ['Connection: close'] : []),
+      ...headers,
+      '',
+      '',
+    ].join('\r\n'),
+  }))
 }
 
 describe('requestPath: one canonical path for every URL form', () => {
@@ -151,6 +179,117 @@ describe('probes over a real socket, in every request-line form', () => {
       lines.filter((line) => line.msg === 'request' && line.status === 401).map((line) => line.path),
     )
     expect([...paths]).toEqual(['/api/auth/me'])
+  })
+  test('the webhook POST in every request-line form: a lead stored, the client IP and the canonical path logged', async () => {
+    const organization = await createOrganization(ctx)
+    const { apiKey } = await createSource(ctx, organization.id)
+    const path = `/api/webhook/lead/${apiKey}`
+    const names = requestLineForms(path, port).map((form) => form.name)
+    const answers: Array<{ form: string; status: number; outcome: unknown; requestId: string | undefined }> =
+      []
+    for (const [index, name] of names.entries()) {
+      const body = JSON.stringify({ email: uniqueEmail(`request-line-${index}`) })
+      const form = requestLineForms(path, port, {
+        method: 'POST',
+        headers: ['Content-Type: application/json', `Content-Length: ${Buffer.byteLength(body)}`],
+      })[index]!
+      const response = await rawRequest(port, form.head, body)
+      answers.push({
+        form: name,
+        status: response.status,
+        outcome: JSON.parse(response.body).status ?? response.body,
+        requestId: response.headers['x-request-id'],
+      })
+    }
+    expect(answers.map(({ form, status, outcome }) => ({ form, status, outcome }))).toEqual(
+      names.map((form) => ({ form, status: 200, outcome: 'created' })),
+    )
+    await Bun.sleep(20)
+    const lines = loggedLines(ctx).filter((line) =>
+      answers.some((answer) => answer.requestId === line.request_id),
+    )
+    expect(lines.map(({ path: logged, status, client_ip }) => ({ path: logged, status, client_ip }))).toEqual(
+      names.map(() => ({
+        path: `/api/webhook/lead/${apiKey.slice(0, 9)}…${apiKey.slice(-4)}`,
+        status: 200,
+        client_ip: '127.0.0.1',
+      })),
+    )
+  })
+
+  // A route Bun serves natively hands its handler the parameters Bun parsed from the request; a
+  // request line without Host (or with a trailing slash) is routed as a canonical copy, which once
+  // reached that handler without them: 400 "must be an object" on every such route.
+  test('routes with path parameters answer alike in every request-line form', async () => {
+    const organization = await createOrganization(ctx)
+    const user = await createUser(ctx, organization.id, { role: 'owner' })
+    const token = await createSession(ctx, user.id)
+    const { source, apiKey } = await createSource(ctx, organization.id)
+    const auth = [`Authorization: Bearer ${token}`]
+    const routes: Array<{
+      name: string
+      method: string
+      path: string
+      headers: string[]
+      status: number
+      check: (body: Record<string, unknown>) => unknown
+    }> = [
+      {
+        name: 'GET the webhook URL (described)',
+        method: 'GET',
+        path: `/api/webhook/lead/${apiKey}`,
+        headers: [],
+        status: 200,
+        check: (body) => body.method,
+      },
+      {
+        name: 'GET a source',
+        method: 'GET',
+        path: `/api/webhook/sources/${source.id}`,
+        headers: auth,
+        status: 200,
+        check: (body) => body.id,
+      },
+      {
+        name: 'GET a source that does not exist',
+        method: 'GET',
+        path: '/api/webhook/sources/01a21fbd-0000-7000-8000-000000000000',
+        headers: auth,
+        status: 404,
+        check: (body) => body.error,
+      },
+      {
+        name: "GET a source's logs",
+        method: 'GET',
+        path: `/api/webhook/sources/${source.id}/logs`,
+        headers: auth,
+        status: 200,
+        check: (body) => Array.isArray(body.data),
+      },
+    ]
+    const seen: Array<{ route: string; form: string; status: number; checked: unknown }> = []
+    const expected: typeof seen = []
+    for (const route of routes) {
+      const canonical = await rawRequest(
+        port,
+        requestLineForms(route.path, port, { headers: route.headers })[1]!.head,
+      )
+      const reference = route.check(JSON.parse(canonical.body))
+      for (const form of requestLineForms(route.path, port, {
+        method: route.method,
+        headers: route.headers,
+      })) {
+        const response = await rawRequest(port, form.head)
+        seen.push({
+          route: route.name,
+          form: form.name,
+          status: response.status,
+          checked: route.check(JSON.parse(response.body)),
+        })
+        expected.push({ route: route.name, form: form.name, status: route.status, checked: reference })
+      }
+    }
+    expect(seen).toEqual(expected)
   })
 })
 
