@@ -1,6 +1,7 @@
 import { Elysia } from 'elysia'
 import { requestPath } from '../lib/http'
 import type { InputGuard } from '../lib/input-guard'
+import { isWebhookLeadPath } from '../modules/inbound/model'
 
 /**
  * The parse-time guard every route goes through (docs/security.md, "Input limits"):
@@ -32,5 +33,5 @@ export function inputGuardPlugin(guard: InputGuard) {
 
 /** The inbound route (`parse: 'none'`) reads its body itself, within its own 100 KB limit. */
 function readsItsOwnBody(request: Request): boolean {
-  return requestPath(request).startsWith('/api/webhook/lead/')
+  return isWebhookLeadPath(requestPath(request))
 }

@@ -3,6 +3,7 @@ import type { AppContext } from '../context'
 import { isDashboardPath, isProbePath, type RequestRegistry, requestPath } from '../lib/http'
 import { platformRule, type RateLimitCheck, type RateLimitRule, WINDOW_MS } from '../lib/rate-limit'
 import type { CredentialResolver } from '../modules/auth/credentials'
+import { isWebhookLeadPath } from '../modules/inbound/model'
 
 export const MANAGEMENT_LIMIT_PER_MIN = 100
 
@@ -31,7 +32,7 @@ const TIGHTER_LIMITS: Array<{
 
 /** Paths the global hook leaves alone: probes are never counted; the inbound route limits itself. */
 export function isSelfLimitedPath(path: string): boolean {
-  return isProbePath(path) || path.startsWith('/api/webhook/lead/')
+  return isProbePath(path) || isWebhookLeadPath(path)
 }
 
 /**

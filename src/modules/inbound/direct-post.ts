@@ -1,8 +1,6 @@
-import type { RequestRegistry } from '../../lib/http'
-import { requestPath } from '../../lib/http'
+import { type RequestRegistry, requestPath } from '../../lib/http'
+import { isWebhookLeadPath, WEBHOOK_LEAD_PATH } from './model'
 import type { InboundService } from './service'
-
-const ROUTE_PREFIX = '/api/webhook/lead/'
 
 /**
  * The webhook URL's POST, served by createApp's wrapper before Elysia's request lifecycle.
@@ -42,8 +40,8 @@ export class DirectInboundPost {
     const url = request.url
     if (url.includes('?')) return null
     const path = requestPath(request)
-    if (!path.startsWith(ROUTE_PREFIX)) return null
-    const key = path.slice(ROUTE_PREFIX.length)
+    if (!isWebhookLeadPath(path)) return null
+    const key = path.slice(WEBHOOK_LEAD_PATH.length + 1)
     if (key.length === 0 || key.includes('/') || key.includes('%')) return null
     return key
   }

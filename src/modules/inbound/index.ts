@@ -9,6 +9,7 @@ import {
   InboundOutcomeBody,
   inboundRequestBody,
   RateLimitedBody,
+  WEBHOOK_LEAD_PATH,
 } from './model'
 import type { InboundService } from './service'
 
@@ -21,7 +22,7 @@ import type { InboundService } from './service'
  * contract of them all.
  */
 export function inboundModule(ctx: AppContext, service: InboundService) {
-  return new Elysia({ name: 'inbound', prefix: '/api/webhook/lead' })
+  return new Elysia({ name: 'inbound', prefix: WEBHOOK_LEAD_PATH })
     .post(
       '/:api_key',
       ({ params, request, set }) =>

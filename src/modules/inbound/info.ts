@@ -2,7 +2,7 @@ import type { Config } from '../../config'
 import type { CachedSource } from '../sources/source-cache'
 import { MAX_BODY_BYTES } from './body'
 import { INBOUND_LIMIT_PER_MIN } from './key-limit'
-import type { InboundInfo } from './model'
+import { type InboundInfo, WEBHOOK_LEAD_PATH } from './model'
 import { CUSTOM_FIELDS_MAX_COUNT, LEAD_FIELDS } from './normalize'
 
 const FIELD_DESCRIPTIONS: Record<keyof typeof LEAD_FIELDS, string> = {
@@ -21,7 +21,7 @@ export function describeInbound(source: CachedSource, config: Config): typeof In
       'POST a JSON object to this URL to send a lead. Management endpoints are documented at the link below.',
     source: { name: source.name, enabled: source.enabled },
     method: 'POST',
-    path: '/api/webhook/lead/{api_key}',
+    path: `${WEBHOOK_LEAD_PATH}/{api_key}`,
     content_type: 'application/json',
     max_body_bytes: MAX_BODY_BYTES,
     fields: Object.fromEntries(
