@@ -159,6 +159,104 @@ describe('maskSecretsInText: every encoding of every character (issue 15 items 7
   })
 })
 
+describe('maskSecretsInText against the regular expression it replaced', () => {
+  // The masking before the prefix scan (A47), kept here as the reference: every text must come out
+  // the same, character for character, whatever mix of prefixes, secret characters and encodings it
+  // holds.
+  const ANY_SECRET =
+    /(flwh_|fl_pat_|fl_sess_)([0-9A-Za-z]{4})[0-9A-Za-z]{4,}([0-9A-Za-z]{4})|whsec_([A-Za-z0-9+/]{4})[A-Za-z0-9+/]{4,}={0,2}/g
+  const ENCODED_RUN = /(?:[0-9A-Za-z_+/=]|%(?:25)*[0-9A-Fa-f]{2}|\\u[0-9A-Fa-f]{4})+/g
+  const ENCODED_UNIT = /[0-9A-Za-z_+/=]|%(?:25)*([0-9A-Fa-f]{2})|\\u([0-9A-Fa-f]{4})/g
+  const MAYBE_SECRET = /flwh_|fl_pat_|fl_sess_|whsec_|\\|%/
+  const maskOf = (match: ReadonlyArray<string | undefined>): string =>
+    match[1] === undefined ? `whsec_${match[4]}…` : `${match[1]}${match[2]}…${match[3]}`
+  const maskEncodedRun = (run: string): string => {
+    if (!run.includes('%') && !run.includes('\\')) return run
+    const units: string[] = []
+    let decoded = ''
+    for (const unit of run.matchAll(ENCODED_UNIT)) {
+      units.push(unit[0])
+      const hex = unit[1] ?? unit[2]
+      decoded += hex === undefined ? unit[0] : String.fromCharCode(Number.parseInt(hex, 16))
+    }
+    let out = ''
+    let at = 0
+    for (const match of decoded.matchAll(ANY_SECRET)) {
+      out += units.slice(at, match.index).join('') + maskOf(match)
+      at = match.index + match[0].length
+    }
+    return at === 0 ? run : out + units.slice(at).join('')
+  }
+  const reference = (text: string): string => {
+    if (!MAYBE_SECRET.test(text)) return text
+    const plain = text.replace(ANY_SECRET, (...match: string[]) => maskOf(match))
+    if (!plain.includes('%') && !plain.includes('\\u')) return plain
+    return plain.replace(ENCODED_RUN, maskEncodedRun)
+  }
+
+  // Pieces that make secrets, near-secrets and their edges likely: every prefix and parts of one,
+  // secret characters in runs around the length limits, base64's `+/=`, the encodings of `_` and of
+  // letters, and characters that end a run.
+  const piece = fc.oneof(
+    fc.constantFrom('flwh_', 'fl_pat_', 'fl_sess_', 'whsec_', 'fl', 'wh', 'fl_', 'whsec', '_', 'f', 'l'),
+    fc.constantFrom(
+      '+',
+      '/',
+      '=',
+      '==',
+      '===',
+      '%5F',
+      '%5f',
+      '%255F',
+      '\\u005f',
+      '\\u0066',
+      '%66',
+      '%',
+      '\\',
+    ),
+    fc.constantFrom(' ', '"', '/', '?', '&', '-', '.', '…', 'é', '\n'),
+    fc.stringMatching(/^[0-9A-Za-z]{1,16}$/),
+    fc.constant(generateSecret('source_key')),
+    fc.constant(generateWebhookSecret()),
+  )
+
+  test('the same text for any mix of prefixes, secret characters and encodings', () => {
+    fc.assert(
+      fc.property(fc.array(piece, { maxLength: 24 }), (pieces) => {
+        const text = pieces.join('')
+        expect(maskSecretsInText(text)).toBe(reference(text))
+      }),
+      { numRuns: 20_000 },
+    )
+  })
+
+  test('the same text for any string', () => {
+    fc.assert(
+      fc.property(fc.string({ unit: 'binary', maxLength: 120 }), (text) => {
+        expect(maskSecretsInText(text)).toBe(reference(text))
+      }),
+      { numRuns: 5_000 },
+    )
+  })
+
+  test('the edges: run lengths either side of the limits, padding, adjacent and overlapping prefixes', () => {
+    const cases = [
+      `flwh_${'a'.repeat(11)}`,
+      `flwh_${'a'.repeat(12)}`,
+      `whsec_${'a'.repeat(7)}`,
+      `whsec_${'a'.repeat(8)}===`,
+      `whsec_${'a'.repeat(8)}+/=`,
+      `flwh_fl_pat_${'b'.repeat(20)}`,
+      `flwh_${'c'.repeat(12)}whsec_${'d'.repeat(10)}==x`,
+      `fl_sess_${'e'.repeat(30)}_fl_pat_${'f'.repeat(30)}`,
+      `whsec_${'a'.repeat(3)}whsec_${'g'.repeat(9)}`,
+    ]
+    for (const text of cases) expect(maskSecretsInText(text)).toBe(reference(text))
+    expect(maskSecretsInText(`flwh_${'a'.repeat(12)}`)).toBe('flwh_aaaa…aaaa')
+    expect(maskSecretsInText(`x whsec_${'a'.repeat(8)}== y`)).toBe('x whsec_aaaa… y')
+  })
+})
+
 describe('webhook signing secrets', () => {
   test('whsec_ + base64 of 24 random bytes, masked in free text', () => {
     const secret = generateWebhookSecret()
