@@ -88,7 +88,7 @@ export function createLogger(
     access: (entry) => {
       if (!accessEnabled) return
       sink(
-        `{"level":"info","time":"${now()}","msg":"request","request_id":${jsonString(maskSecretsInText(entry.requestId))},"method":${jsonString(entry.method)},"path":${jsonString(maskSecretsInText(entry.path))},"status":${entry.status},"duration_ms":${entry.durationMs},"client_ip":${jsonString(entry.clientIp)}}\n`,
+        `{"level":"info","time":"${now()}","msg":"request","request_id":${JSON.stringify(maskSecretsInText(entry.requestId))},"method":${JSON.stringify(entry.method)},"path":${JSON.stringify(maskSecretsInText(entry.path))},"status":${entry.status},"duration_ms":${entry.durationMs},"client_ip":${JSON.stringify(entry.clientIp)}}\n`,
       )
     },
     debug: (message, fields) => write('debug', message, fields),
@@ -96,20 +96,6 @@ export function createLogger(
     warn: (message, fields) => write('warn', message, fields),
     error: (message, fields) => write('error', message, fields),
   }
-}
-
-/**
- * `text` as a JSON string, as JSON.stringify writes it. A text with nothing to escape (no `"`, `\`,
- * control character or UTF-16 surrogate: a request id, a method, an address, nearly every path) is
- * only quoted: the access line writes four a request (docs/benchmarks.md, A47).
- */
-export function jsonString(text: string): string {
-  for (let index = 0; index < text.length; index++) {
-    const code = text.charCodeAt(index)
-    if (code < 32 || code === 34 || code === 92 || (code >= 0xd800 && code <= 0xdfff))
-      return JSON.stringify(text)
-  }
-  return `"${text}"`
 }
 
 function errorReplacer(_key: string, value: unknown): unknown {

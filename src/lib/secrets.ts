@@ -17,9 +17,6 @@ export const SECRET_PREFIXES = {
 
 export type SecretKind = keyof typeof SECRET_PREFIXES
 
-/** The prefix of an outbound webhook signing secret (generateWebhookSecret, below). */
-export const WEBHOOK_SECRET_PREFIX = 'whsec_'
-
 const ALPHABET = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'
 const RANDOM_LENGTH = 32
 const CHECKSUM_LENGTH = 6
@@ -99,77 +96,15 @@ export function secretHints(value: string): { first4: string; last4: string } {
   return { first4: body.slice(0, 4), last4: body.slice(-4) }
 }
 
-/** A secret written plainly in text: where it starts and ends, and what replaces it. */
-interface SecretMatch {
-  index: number
-  end: number
-  mask: string
-}
-
-const KEY_PREFIXES: readonly string[] = Object.values(SECRET_PREFIXES)
-const ANY_PREFIX: readonly string[] = [...KEY_PREFIXES, WEBHOOK_SECRET_PREFIX]
-/** A key's body shorter than this is not taken for one (four shown either side, four or more hidden). */
-const MIN_KEY_BODY = 12
-/** A signing secret's base64 shorter than this is not taken for one (four shown, four or more hidden). */
-const MIN_WEBHOOK_BODY = 8
-
-function isBase62Code(code: number): boolean {
-  return (code >= 48 && code <= 57) || (code >= 65 && code <= 90) || (code >= 97 && code <= 122)
-}
-
-function isBase64Code(code: number): boolean {
-  return isBase62Code(code) || code === 43 || code === 47
-}
-
-function runEnd(text: string, from: number, accepts: (code: number) => boolean): number {
-  let at = from
-  while (at < text.length && accepts(text.charCodeAt(at))) at++
-  return at
-}
-
 /**
- * The secret that starts at `at`, if one does: a key (`flwh_`, `fl_pat_`, `fl_sess_` + its whole run
- * of base62, 12 or more; masked to its prefix, first and last four) or a webhook signing secret
- * (`whsec_` + its whole run of base64, 8 or more, and up to two `=`; masked to its prefix and first
- * four, as maskWebhookSecret shows it). Every secret the service issues is one of these.
+ * Every secret the service issues, as text: a key (`flwh_`, `fl_pat_`, `fl_sess_` + base62; masked to
+ * its prefix, first and last four) or a webhook signing secret (`whsec_` + base64; masked to its
+ * prefix and first four, as maskWebhookSecret shows it).
  */
-function secretAt(text: string, at: number): SecretMatch | null {
-  for (const prefix of KEY_PREFIXES) {
-    if (!text.startsWith(prefix, at)) continue
-    const body = at + prefix.length
-    const end = runEnd(text, body, isBase62Code)
-    if (end - body < MIN_KEY_BODY) return null
-    return { index: at, end, mask: `${prefix}${text.slice(body, body + 4)}…${text.slice(end - 4, end)}` }
-  }
-  const prefix = WEBHOOK_SECRET_PREFIX
-  if (!text.startsWith(prefix, at)) return null
-  const body = at + prefix.length
-  let end = runEnd(text, body, isBase64Code)
-  if (end - body < MIN_WEBHOOK_BODY) return null
-  for (let padding = 0; padding < 2 && text.charCodeAt(end) === 61; padding++) end++
-  return { index: at, end, mask: `${prefix}${text.slice(body, body + 4)}…` }
-}
-
-/**
- * The first secret written plainly in `text` at or after `from`. A scan by `indexOf` for the prefixes,
- * not a regular expression with a replacer: the access line masks every request's path, and in a
- * running replica the expression cost several times what it cost in a loop (docs/benchmarks.md,
- * A47). test/unit/secrets.test.ts keeps the expression it replaced and compares the two.
- */
-function nextSecret(text: string, from: number): SecretMatch | null {
-  let at = from
-  for (;;) {
-    let candidate = -1
-    for (const prefix of ANY_PREFIX) {
-      const found = text.indexOf(prefix, at)
-      if (found !== -1 && (candidate === -1 || found < candidate)) candidate = found
-    }
-    if (candidate === -1) return null
-    const match = secretAt(text, candidate)
-    if (match) return match
-    at = candidate + 1
-  }
-}
+const ANY_SECRET =
+  /(flwh_|fl_pat_|fl_sess_)([0-9A-Za-z]{4})[0-9A-Za-z]{4,}([0-9A-Za-z]{4})|whsec_([A-Za-z0-9+/]{4})[A-Za-z0-9+/]{4,}={0,2}/g
+const maskOf = (match: ReadonlyArray<string | undefined>): string =>
+  match[1] === undefined ? `whsec_${match[4]}…` : `${match[1]}${match[2]}…${match[3]}`
 
 /**
  * A run of characters that may spell a secret once decoded: secret characters written as they
@@ -189,13 +124,7 @@ const ENCODED_UNIT = /[0-9A-Za-z_+/=]|%(?:25)*([0-9A-Fa-f]{2})|\\u([0-9A-Fa-f]{4
 export function maskSecretsInText(text: string): string {
   // Text with no secret prefix and no escape (a request id, most values) skips the patterns.
   if (!mayHoldSecret(text)) return text
-  let plain = ''
-  let copied = 0
-  for (let match = nextSecret(text, 0); match; match = nextSecret(text, match.end)) {
-    plain += text.slice(copied, match.index) + match.mask
-    copied = match.end
-  }
-  plain = copied === 0 ? text : plain + text.slice(copied)
+  const plain = text.replace(ANY_SECRET, (...match: string[]) => maskOf(match))
   if (!plain.includes('%') && !plain.includes('\\u')) return plain
   return plain.replace(ENCODED_RUN, maskEncodedRun)
 }
@@ -212,9 +141,9 @@ function maskEncodedRun(run: string): string {
   }
   let out = ''
   let at = 0
-  for (let match = nextSecret(decoded, 0); match; match = nextSecret(decoded, match.end)) {
-    out += units.slice(at, match.index).join('') + match.mask
-    at = match.end
+  for (const match of decoded.matchAll(ANY_SECRET)) {
+    out += units.slice(at, match.index).join('') + maskOf(match)
+    at = match.index + match[0].length
   }
   return at === 0 ? run : out + units.slice(at).join('')
 }
@@ -224,6 +153,7 @@ function maskEncodedRun(run: string): string {
  * the keys above they cannot be stored as digests (the service must sign with them), so they are
  * stored encrypted by a SecretBox.
  */
+export const WEBHOOK_SECRET_PREFIX = 'whsec_'
 const WEBHOOK_SECRET_BYTES = 24
 
 export function generateWebhookSecret(): string {

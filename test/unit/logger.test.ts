@@ -1,6 +1,5 @@
 import { describe, expect, test } from 'bun:test'
-import fc from 'fast-check'
-import { createLogger, jsonString } from '../../src/lib/logger'
+import { createLogger } from '../../src/lib/logger'
 
 function collect(level: 'info' | 'warn' = 'info') {
   const lines: string[] = []
@@ -73,42 +72,5 @@ describe('the access line', () => {
     const { logger, lines } = collect('warn')
     logger.access(ENTRY)
     expect(lines).toEqual([])
-  })
-})
-
-describe('jsonString: a JSON string exactly as JSON.stringify writes it', () => {
-  test('any text: control characters, quotes, backslashes, lone and paired surrogates, U+2028', () => {
-    fc.assert(
-      fc.property(fc.string({ unit: 'binary', maxLength: 80 }), (text) => {
-        expect(jsonString(text)).toBe(JSON.stringify(text))
-      }),
-      { numRuns: 10_000 },
-    )
-    for (const text of [
-      '',
-      'POST',
-      '/a"b',
-      'a\\b',
-      '\u0000',
-      '\u001f',
-      '\u007f',
-      '\ud800',
-      '\udc00x',
-      '😀',
-      '\u2028',
-      '…',
-    ]) {
-      expect(jsonString(text)).toBe(JSON.stringify(text))
-    }
-  })
-
-  test('the access line of a path with a quote, a backslash and a control character still parses', () => {
-    const { logger, lines } = collect()
-    const path = '/a"b\\c\u0001d\ud800'
-    logger.access({ ...ENTRY, path, requestId: 'id"1', clientIp: '::1\n' })
-    const line = JSON.parse(lines[0]!)
-    expect(line.path).toBe(path)
-    expect(line.request_id).toBe('id"1')
-    expect(line.client_ip).toBe('::1\n')
   })
 })
