@@ -12,11 +12,15 @@ import { log } from './support'
  * the inbound service's `receive` answering at once (the rate-limit headers of a real 200 written,
  * the outcome of a created lead returned), so the process's CPU per request is the HTTP server,
  * createApp's wrapper, and whatever serves the route: the direct path (src/modules/inbound/direct-post.ts,
- * the key as issued) or Elysia's lifecycle (the same key with its `_` percent-encoded, a form the
- * direct path leaves to the lifecycle). wrk (1 thread, separate process) saturates it for each form
- * in turn, A B B A A B …; CPU is this process's `process.cpuUsage()` over the run. The access lines
- * are formatted and dropped (the sink writes nothing), the same for both forms. A bare `Bun.serve`
- * answering the same body and headers is measured with them, as the floor. No form reads the body.
+ * the key as issued) or Elysia's lifecycle (the same URL with a query string, a form the direct path
+ * leaves to the lifecycle; its access line is the same line, the query string not being logged).
+ * A third form sends the key with its `_` percent-encoded, also served by the lifecycle: its access
+ * line masks an encoded key, which costs more than masking a plain one (docs/benchmarks.md A47:
+ * this bench's first version compared the direct path with that form only). wrk (1 thread, separate
+ * process) saturates it for each form in turn, A B C D D C B A …; CPU is this process's
+ * `process.cpuUsage()` over the run. The access lines are formatted and dropped (the sink writes
+ * nothing). A bare `Bun.serve` answering the same body and headers is measured with them, as the
+ * floor. No form reads the body.
  *
  * Needs a database only to start (DATABASE_URL, else in-memory PGlite); no request reaches it.
  */
@@ -66,7 +70,11 @@ const bare = Bun.serve({
 const KEY = `flwh_${'a'.repeat(38)}`
 const forms = [
   { name: 'direct path', url: `http://127.0.0.1:${port}/api/webhook/lead/${KEY}` },
-  { name: "Elysia's lifecycle", url: `http://127.0.0.1:${port}/api/webhook/lead/${KEY.replace('_', '%5F')}` },
+  { name: "Elysia's lifecycle", url: `http://127.0.0.1:${port}/api/webhook/lead/${KEY}?via=lifecycle` },
+  {
+    name: "Elysia's lifecycle, the key percent-encoded",
+    url: `http://127.0.0.1:${port}/api/webhook/lead/${KEY.replace('_', '%5F')}`,
+  },
   { name: 'bare Bun.serve', url: `http://127.0.0.1:${bare.port}/api/webhook/lead/${KEY}` },
 ]
 const script = `${process.env.TMPDIR ?? '/tmp'}/inbound-framework-${process.pid}.lua`
