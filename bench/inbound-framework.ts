@@ -7,7 +7,7 @@ import { buildServices } from '../src/services'
 import { log } from './support'
 
 /**
- * `bun run bench/inbound-framework.ts [--pairs 3] [--seconds 8] [--connections 50]`: what the
+ * `bun run bench/inbound-framework.ts [--pairs 3] [--seconds 8] [--connections 50] [--no-access-line]`: what the
  * framework costs the webhook POST, apart from the pipeline. The app is built in this process with
  * the inbound service's `receive` answering at once (the rate-limit headers of a real 200 written,
  * the outcome of a created lead returned), so the process's CPU per request is the HTTP server,
@@ -30,6 +30,7 @@ const cli = parseArgs({
     pairs: { type: 'string' },
     seconds: { type: 'string' },
     connections: { type: 'string' },
+    'no-access-line': { type: 'boolean' },
   },
 }).values
 const PAIRS = Number(cli.pairs ?? 3)
@@ -37,7 +38,12 @@ const SECONDS = Number(cli.seconds ?? 8)
 const CONNECTIONS = Number(cli.connections ?? 50)
 
 const config = loadConfig({ ...process.env, LOG_LEVEL: 'info', PLATFORM_RATE_LIMIT_PER_MIN: '1000000000' })
-const ctx = await createContext(config, { logger: createLogger('info', () => {}), inMemoryDatabase: true })
+// --no-access-line: the logger at `warn`, so no form formats its access line (its cost, by difference).
+const ACCESS_LINE = cli['no-access-line'] !== true
+const ctx = await createContext(config, {
+  logger: createLogger(ACCESS_LINE ? 'info' : 'warn', () => {}),
+  inMemoryDatabase: true,
+})
 const services = buildServices(ctx)
 const LEAD_ID = '01a21f7f-abd1-77a5-8676-e5d370c5243a'
 services.inbound.receive = async (call) => {
@@ -135,5 +141,5 @@ for (const [name, runs] of results) {
   )
 }
 console.log(
-  `(${CONNECTIONS} connections, ${SECONDS} s a run, medians; ${PAIRS} passes, the order reversed every other pass)`,
+  `(${CONNECTIONS} connections, ${SECONDS} s a run, medians; ${PAIRS} passes, the order reversed every other pass; access lines ${ACCESS_LINE ? 'formatted' : 'off'})`,
 )
