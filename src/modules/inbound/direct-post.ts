@@ -7,9 +7,10 @@ import type { InboundService } from './service'
  *
  * Why: on the route every lead takes, the lifecycle (the context object, three request hooks that
  * return at once for this path, the transform hook, the params and response schemas, the header
- * merge, the after-response hook) cost ~30 µs of the process's CPU per request: 82.8 against 52.9 µs
- * with the service answering at once (`bun run bench:framework`, docs/benchmarks.md A46), where a
- * replica spends 150–250 µs per lead on a slow 2-core machine. What the lifecycle did for this
+ * merge, the after-response hook) cost ~4 µs of the process's CPU per request on a fast machine:
+ * 19.4 against 15.5 µs with the service answering at once (`bun run bench:framework`,
+ * docs/benchmarks.md A47, which corrects A46's ~30), where all processes spend ~110 µs per lead at
+ * saturation. What the lifecycle did for this
  * route is done here, by the same code: the request id and client IP (the registry), the service,
  * the JSON answer with the headers the service wrote, an error rendered by the errors plugin's
  * renderer, the access line.
