@@ -8,7 +8,7 @@ import {
   runIngestBenchmark,
   runTag,
 } from './ingest'
-import { type OpenLoopResult, openLoop } from './open-loop'
+import { newLeadPost, type OpenLoopResult, openLoop } from './open-loop'
 import {
   cpuJiffies,
   cpuModel,
@@ -200,18 +200,5 @@ console.log(JSON.stringify(summary.met))
 log(`written ${file}`)
 
 function leadRequest(url: string, index: number, tag: string): { url: string; init: RequestInit } {
-  return {
-    url: `${url}/api/webhook/lead/${keys[index % keys.length]}`,
-    init: {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({
-        first_name: 'Bench',
-        last_name: 'User',
-        email: `${runTag(tag, 'open')}-${index}@example.com`,
-        status: 'new',
-        company: 'Acme Ltd',
-      }),
-    },
-  }
+  return newLeadPost(url, keys[index % keys.length]!, `${runTag(tag, 'open')}-${index}@example.com`)
 }

@@ -34,6 +34,27 @@ export interface OpenLoopResult extends DiskStalls {
 }
 
 /**
+ * The POST of one new lead to a webhook URL, as the open-loop benchmarks send it (`bun run bench`,
+ * `bench:stalls`, `bench:rate-split`): a distinct e-mail per request, so every request creates a lead.
+ */
+export function newLeadPost(baseUrl: string, key: string, email: string): { url: string; init: RequestInit } {
+  return {
+    url: `${baseUrl}/api/webhook/lead/${key}`,
+    init: {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        first_name: 'Bench',
+        last_name: 'User',
+        email,
+        status: 'new',
+        company: 'Acme Ltd',
+      }),
+    },
+  }
+}
+
+/**
  * Open-loop load at a fixed rate: request i is due at start + i / rate whether or not earlier ones
  * have returned, and its latency is measured from when it was due. A slow server therefore shows
  * up as latency (no coordinated omission), unlike a closed loop that just sends less.

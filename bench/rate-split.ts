@@ -1,7 +1,7 @@
 import { readdirSync, readFileSync } from 'node:fs'
 import postgres from 'postgres'
 import { handlerContender, prepareBenchDatabase } from './ingest'
-import { openLoop } from './open-loop'
+import { newLeadPost, openLoop } from './open-loop'
 import { ADMIN_DATABASE_URL, log, parseEnvAssignments, runTag, spawnService } from './support'
 
 /**
@@ -67,20 +67,7 @@ async function sample(serverPid: number): Promise<Map<string, Schedstat>> {
 }
 
 function leadRequest(url: string, index: number, tag: string): { url: string; init: RequestInit } {
-  return {
-    url: `${url}/api/webhook/lead/${keys[index % keys.length]}`,
-    init: {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({
-        first_name: 'Bench',
-        last_name: 'User',
-        email: `${runTag(tag, 'rate-split')}-${index}@example.com`,
-        status: 'new',
-        company: 'Acme Ltd',
-      }),
-    },
-  }
+  return newLeadPost(url, keys[index % keys.length]!, `${runTag(tag, 'rate-split')}-${index}@example.com`)
 }
 
 const contenders = [

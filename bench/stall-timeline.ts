@@ -6,7 +6,7 @@ import { newId } from '../src/lib/ids'
 import { SecretBox } from '../src/lib/secrets'
 import { STALL_LOG_MS } from '../src/lib/stall-probe'
 import { CollectorLogReader } from './collector-log'
-import { openLoop } from './open-loop'
+import { newLeadPost, openLoop } from './open-loop'
 import { provisionSources } from './provision'
 import {
   ADMIN_DATABASE_URL,
@@ -174,19 +174,8 @@ async function runOnce(variant: { name: string; dir: string }, index: number) {
   const base = `http://127.0.0.1:${port}`
   try {
     await waitForReady(base, '/readyz')
-    const request = (i: number, tag: string) => ({
-      url: `${base}/api/webhook/lead/${keys[i % keys.length]}`,
-      init: {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({
-          first_name: 'Bench',
-          last_name: 'User',
-          email: `${tag}-${index}-${i}@example.com`,
-          company: 'Acme Ltd',
-        }),
-      },
-    })
+    const request = (i: number, tag: string) =>
+      newLeadPost(base, keys[i % keys.length]!, `${tag}-${index}-${i}@example.com`)
     log(`${variant.name} (run ${index + 1}): warm-up ${WARM} s, then ${SECONDS} s at ${RATE} req/s`)
     await openLoop({ rate: RATE, seconds: WARM, makeRequest: (i) => request(i, 'warm') })
     const samples: Array<{ due: number; latency: number }> = []
