@@ -10,10 +10,9 @@ import type { InboundService } from './service'
  * merge, the after-response hook) cost ~4 µs of the process's CPU per request on a fast machine:
  * 19.4 against 15.5 µs with the service answering at once (`bun run bench:framework`,
  * docs/benchmarks.md A47, which corrects A46's ~30), where all processes spend ~110 µs per lead at
- * saturation. What the lifecycle did for this
- * route is done here, by the same code: the request id and client IP (the registry), the service,
- * the JSON answer with the headers the service wrote, an error rendered by the errors plugin's
- * renderer, the access line.
+ * saturation. What the lifecycle did for this route is done here, by the same code: the request id
+ * and client IP (the registry), the service, the JSON answer with the headers the service wrote, an
+ * error rendered by the errors plugin's renderer, the access line.
  *
  * It takes only the requests whose key the lifecycle would hand to the service unchanged: a POST
  * to `/api/webhook/lead/<key>` with no query string and no `%` in the key (a key without one needs
