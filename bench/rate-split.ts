@@ -66,22 +66,41 @@ async function sample(serverPid: number): Promise<Map<string, Schedstat>> {
   return out
 }
 
-function leadRequest(url: string, index: number, tag: string): { url: string; init: RequestInit } {
-  return newLeadPost(url, keys[index % keys.length]!, `${runTag(tag, 'rate-split')}-${index}@example.com`)
+/** Request `index` of a run whose e-mails start with `prefix` (letters, digits and `-` only). */
+function leadRequest(url: string, index: number, prefix: string): { url: string; init: RequestInit } {
+  return newLeadPost(url, keys[index % keys.length]!, `${prefix}-${index}@example.com`)
 }
 
+/**
+ * `slug` goes into the run's e-mails, so it stays a valid local part: a contender's name with
+ * brackets, spaces or `=` in its e-mails made every lead `missing_contact` (no lead stored, a
+ * different statement), which a first version of this bench measured without noticing.
+ */
 const contenders = [
-  { name: 'service', start: () => spawnService({ DATABASE_URL: databaseUrl }) },
-  { name: 'Bun.sql handler', start: () => handlerContender('Bun.sql handler').start(databaseUrl) },
+  {
+    name: 'service',
+    slug: 'service',
+    stores: true,
+    start: () => spawnService({ DATABASE_URL: databaseUrl }),
+  },
+  {
+    name: 'Bun.sql handler',
+    slug: 'handler',
+    stores: false,
+    start: () => handlerContender('Bun.sql handler').start(databaseUrl),
+  },
   ...(variantEnv
     ? [
         {
           name: `service [${process.env.BENCH_RATE_SPLIT_ENV}]`,
+          slug: 'variant',
+          stores: true,
           start: () => spawnService({ DATABASE_URL: databaseUrl, ...variantEnv }),
         },
       ]
     : []),
 ]
+const bench = postgres(databaseUrl, { max: 1, onnotice: () => {} })
 
 const summary: string[] = []
 try {
@@ -95,17 +114,30 @@ try {
         await openLoop({
           rate: RATE,
           seconds: WARM_SECONDS,
-          makeRequest: (index) => leadRequest(server.url, index, `${contender.name}-warm-${round}`),
+          makeRequest: (index) =>
+            leadRequest(server.url, index, runTag(`${contender.slug}-warm-${round}`, 'rate-split')),
         })
+        const prefix = runTag(`${contender.slug}-${round}`, 'rate-split')
         const before = await sample(server.pid)
         const started = performance.now()
         const result = await openLoop({
           rate: RATE,
           seconds: SECONDS,
-          makeRequest: (index) => leadRequest(server.url, index, `${contender.name}-${round}`),
+          makeRequest: (index) => leadRequest(server.url, index, prefix),
         })
         const after = await sample(server.pid)
         const seconds = (performance.now() - started) / 1000
+        // Every answered request of a service run must have stored its lead: anything else (a
+        // refusal answered 200, such as missing_contact) would be a different path's figures.
+        if (contender.stores) {
+          const [row] = await bench<{ stored: number }[]>`
+            select count(*)::int as stored from leads where email like ${`${prefix}-%`}`
+          const stored = row?.stored ?? 0
+          if (stored < result.ok)
+            throw new Error(
+              `${contender.name}: ${stored} leads stored for ${result.ok} answers: not the lead path`,
+            )
+        }
         const lines = [...after]
           .filter(([key]) => before.has(key))
           .map(([key, end]) => {
@@ -136,6 +168,7 @@ try {
   }
 } finally {
   await admin.end()
+  await bench.end()
 }
 console.log(`\n${summary.join('\n')}`)
 console.log(
