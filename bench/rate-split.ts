@@ -2,7 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs'
 import postgres from 'postgres'
 import { handlerContender, prepareBenchDatabase } from './ingest'
 import { newLeadPost, openLoop } from './open-loop'
-import { ADMIN_DATABASE_URL, log, parseEnvAssignments, runTag, spawnService } from './support'
+import { log, parseEnvAssignments, runTag, spawnService } from './support'
 
 /**
  * `bun run bench:rate-split`: where the CPU goes at issue [7]'s fixed rate (1,000 new leads a second,
@@ -31,8 +31,8 @@ const variantEnv = process.env.BENCH_RATE_SPLIT_ENV
   : null
 
 const { databaseUrl, keys } = await prepareBenchDatabase('rate_split')
-const databaseName = new URL(databaseUrl).pathname.slice(1)
-const admin = postgres(ADMIN_DATABASE_URL, { max: 1, onnotice: () => {} })
+/** This bench's own connection to the bench database: its backends list and its lead counts. */
+const bench = postgres(databaseUrl, { max: 1, onnotice: () => {} })
 
 interface Schedstat {
   cpuNs: number
@@ -57,8 +57,8 @@ async function sample(serverPid: number): Promise<Map<string, Schedstat>> {
     const stat = schedstat(`/proc/${serverPid}/task/${tid}/schedstat`)
     if (stat) out.set(`${name}:${tid}`, stat)
   }
-  const backends = await admin<{ pid: number }[]>`
-    select pid from pg_stat_activity where datname = ${databaseName}`
+  const backends = await bench<{ pid: number }[]>`
+    select pid from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()`
   for (const { pid } of backends) {
     const stat = schedstat(`/proc/${pid}/schedstat`)
     if (stat) out.set(`backend:${pid}`, stat)
@@ -100,7 +100,6 @@ const contenders = [
       ]
     : []),
 ]
-const bench = postgres(databaseUrl, { max: 1, onnotice: () => {} })
 
 const summary: string[] = []
 try {
@@ -167,7 +166,6 @@ try {
     }
   }
 } finally {
-  await admin.end()
   await bench.end()
 }
 console.log(`\n${summary.join('\n')}`)
