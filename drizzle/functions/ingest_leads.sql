@@ -4,7 +4,7 @@
 -- statement re-runnable (CREATE OR REPLACE).
 --
 -- The group commit of the inbound route (src/modules/inbound/repository.ts): every item of a group
--- in one set-based statement. It takes the dedup keys' and each item's source's advisory locks
+-- in one set-based statement (a group of one item by scalar statements first, below). It takes the dedup keys' and each item's source's advisory locks
 -- (all exclusive) in one global order, fails a group whose items share a dedup key (LC409: the
 -- caller splits it), applies the per-key limit (inbound_rate_take: an item over it is refused with
 -- outcome `rate_limited` and writes nothing; its caller answers 429 and counts it with the other
@@ -21,7 +21,7 @@
 -- 0018 (a lead event's lead in columns, not a built payload), 0019 (the message only: the worker
 -- fans it out to deliveries); since, in place: a created lead's id is its log id, and its event does
 -- not copy it (leads_keep_event_snapshot); 0021 (an event is its id in the fan-out queue, and a
--- created lead's message is the worker's).
+-- created lead's message is the worker's); in place: a group of one item by scalar statements.
 -- The row type grew (remaining, reset_ms) with 0013: CREATE OR REPLACE cannot change it.
 DROP FUNCTION IF EXISTS ingest_leads(jsonb);
 --> statement-breakpoint
@@ -44,42 +44,128 @@ DECLARE
   v_rate_allowed boolean[];
   v_rate_remaining integer[];
   v_rate_reset integer[];
+  -- the one item of a one-item group
+  v_item jsonb;
+  v_source uuid;
+  v_organization uuid;
+  v_log uuid;
+  v_email text;
+  v_phone text;
+  v_received timestamptz;
+  v_hits timestamptz[];
+  v_oldest timestamptz;
+  v_matched boolean;
 BEGIN
-  WITH keys AS (
-    SELECT 'e:' || (e->>'organization_id') || ':' || (e->>'email_normalized') AS key
-      FROM jsonb_array_elements(p_items) e WHERE e->>'email_normalized' IS NOT NULL
-    UNION ALL
-    SELECT 'p:' || (e->>'organization_id') || ':' || (e->>'phone_e164')
-      FROM jsonb_array_elements(p_items) e WHERE e->>'phone_e164' IS NOT NULL
-  ), locks AS (
-    SELECT DISTINCT hashtextextended('lead:' || key, 0) AS hash, false AS shared FROM keys
-    UNION
-    SELECT hashtextextended('source:' || (e->>'source_id'), 0), false FROM jsonb_array_elements(p_items) e
-  )
-  SELECT (SELECT count(*) FROM keys) - (SELECT count(DISTINCT key) FROM keys),
-    (SELECT count(CASE WHEN shared THEN pg_advisory_xact_lock_shared(hash) ELSE pg_advisory_xact_lock(hash) END)
-       FROM (SELECT hash, shared FROM locks ORDER BY hash) ordered)
-  INTO v_duplicates, v_locked;
-  IF v_duplicates <> 0 THEN
-    RAISE EXCEPTION 'two items of one group share a dedup key' USING ERRCODE = 'LC409';
+  -- A group of one item: the same rules one scalar statement at a time. At 1,000 leads/s nearly
+  -- every group is one lead, and the set-based statements below cost such a call ~480 µs of
+  -- PostgreSQL CPU, much of it setting up their plans' many nodes (the executor's start-up, the
+  -- webhook and merge branches a new lead never runs); this path cost ~300 (docs/benchmarks.md
+  -- A50). It writes a new lead whose organization has no enabled endpoint itself; a lead that
+  -- matches an existing one, or one that an endpoint may take, goes on to the set-based statement
+  -- with its verdict (one source of truth for the merge and the events). The tests hold the two
+  -- paths to the same rows (test/integration/ingest-one-item.test.ts).
+  IF jsonb_array_length(p_items) = 1 THEN
+    v_item := p_items->0;
+    v_source := (v_item->>'source_id')::uuid;
+    v_organization := (v_item->>'organization_id')::uuid;
+    v_log := (v_item->>'log_id')::uuid;
+    v_email := v_item->>'email_normalized';
+    v_phone := v_item->>'phone_e164';
+    v_received := (v_item->>'received_at')::timestamptz;
+    -- the lock keys exactly as the group's statement below spells them (the same text, the same
+    -- hashes), in the same global order
+    PERFORM count(pg_advisory_xact_lock(hash)) FROM (
+      SELECT hash FROM unnest(ARRAY[
+        hashtextextended('lead:e:' || (v_item->>'organization_id') || ':' || v_email, 0),
+        hashtextextended('lead:p:' || (v_item->>'organization_id') || ':' || v_phone, 0),
+        hashtextextended('source:' || (v_item->>'source_id'), 0)]) hash
+      WHERE hash IS NOT NULL ORDER BY hash) ordered;
+    -- a source deleted before the locks were granted: no row (inbound_rate_take gives no verdict)
+    IF NOT EXISTS (SELECT 1 FROM webhook_sources s WHERE s.id = v_source) THEN
+      RETURN;
+    END IF;
+    v_webhook_events := EXISTS (
+      SELECT 1 FROM webhook_endpoints e WHERE e.enabled AND e.organization_id = v_organization);
+    -- inbound_rate_take's rule for a source with one item in the group, on one row: the hits that
+    -- left the window are a prefix (binary search), 60 kept refuse the item and record nothing,
+    -- else its time goes in its place (last, unless another replica committed a later one first)
+    v_hits := COALESCE((SELECT w.hits FROM inbound_rate_windows w WHERE w.source_id = v_source), '{}');
+    v_hits := v_hits[width_bucket(v_received - interval '60 seconds', v_hits) + 1:];
+    IF cardinality(v_hits) >= 60 THEN
+      RETURN QUERY SELECT (v_item->>'idx')::integer, NULL::uuid, 'rate_limited'::text, v_webhook_events, 0,
+        (extract(epoch FROM v_hits[1] + interval '60 seconds' - v_received) * 1000)::integer;
+      RETURN;
+    END IF;
+    v_oldest := least(v_hits[1], v_received);
+    IF cardinality(v_hits) = 0 OR v_hits[cardinality(v_hits)] <= v_received THEN
+      v_hits := v_hits || v_received;
+    ELSE
+      v_hits := ARRAY(SELECT h FROM unnest(v_hits || v_received) h ORDER BY h);
+    END IF;
+    INSERT INTO inbound_rate_windows AS w (source_id, hits) VALUES (v_source, v_hits)
+      ON CONFLICT (source_id) DO UPDATE SET hits = excluded.hits;
+    v_rate_idx := ARRAY[(v_item->>'idx')::integer];
+    v_rate_allowed := ARRAY[true];
+    v_rate_remaining := ARRAY[60 - cardinality(v_hits)];
+    v_rate_reset := ARRAY[(extract(epoch FROM v_oldest + interval '60 seconds' - v_received) * 1000)::integer];
+    -- whether DESIGN §7 matches an existing lead (the same e-mail, or the same phone): which one, and
+    -- the merge, are the set-based statement's
+    v_matched := EXISTS (SELECT 1 FROM leads l WHERE l.organization_id = v_organization AND l.email_normalized = v_email)
+      OR EXISTS (SELECT 1 FROM leads l WHERE l.organization_id = v_organization AND l.phone_e164 = v_phone);
+    IF NOT v_matched AND NOT v_webhook_events THEN
+      INSERT INTO leads (id, organization_id, source_id, first_name, last_name, email, email_normalized,
+        phone_raw, phone_e164, status, custom_fields, attribution, created_at, updated_at)
+      VALUES (v_log, v_organization, v_source, v_item->>'first_name', v_item->>'last_name', v_item->>'email',
+        v_email, v_item->>'phone_raw', v_phone, v_item->>'status', v_item->'custom_fields',
+        v_item->'attribution', v_received, v_received);
+      INSERT INTO delivery_logs (id, source_id, organization_id, received_at, method, http_status, outcome,
+        lead_id, client_ip, origin, user_agent, body_bytes, body, body_truncated, spam_reasons, duration_ms,
+        repeat_count)
+      VALUES (v_log, v_source, v_organization, v_received, 'POST', 200, 'created', v_log,
+        v_item->>'client_ip', v_item->>'origin', v_item->>'user_agent', (v_item->>'body_bytes')::integer,
+        v_item->>'body', (v_item->>'body_truncated')::boolean, '[]'::jsonb,
+        (v_item->>'duration_ms')::real + (extract(epoch FROM clock_timestamp() - now()) * 1000)::real, 1);
+      RETURN QUERY SELECT v_rate_idx[1], v_log, 'created'::text, false, v_rate_remaining[1], v_rate_reset[1];
+      RETURN;
+    END IF;
+  ELSE
+    WITH keys AS (
+      SELECT 'e:' || (e->>'organization_id') || ':' || (e->>'email_normalized') AS key
+        FROM jsonb_array_elements(p_items) e WHERE e->>'email_normalized' IS NOT NULL
+      UNION ALL
+      SELECT 'p:' || (e->>'organization_id') || ':' || (e->>'phone_e164')
+        FROM jsonb_array_elements(p_items) e WHERE e->>'phone_e164' IS NOT NULL
+    ), locks AS (
+      SELECT DISTINCT hashtextextended('lead:' || key, 0) AS hash, false AS shared FROM keys
+      UNION
+      SELECT hashtextextended('source:' || (e->>'source_id'), 0), false FROM jsonb_array_elements(p_items) e
+    )
+    SELECT (SELECT count(*) FROM keys) - (SELECT count(DISTINCT key) FROM keys),
+      (SELECT count(CASE WHEN shared THEN pg_advisory_xact_lock_shared(hash) ELSE pg_advisory_xact_lock(hash) END)
+         FROM (SELECT hash, shared FROM locks ORDER BY hash) ordered)
+    INTO v_duplicates, v_locked;
+    IF v_duplicates <> 0 THEN
+      RAISE EXCEPTION 'two items of one group share a dedup key' USING ERRCODE = 'LC409';
+    END IF;
+
+    -- The per-key limit, after the locks (a new statement, so a new snapshot: no source deleted
+    -- before the locks were granted is counted, and items whose source is gone get no verdict).
+    SELECT array_agg(r.idx), array_agg(r.allowed), array_agg(r.remaining), array_agg(r.reset_ms)
+    INTO v_rate_idx, v_rate_allowed, v_rate_remaining, v_rate_reset
+    FROM inbound_rate_take(p_items) r;
+
+    -- Outbound webhooks (drizzle/0010): only a group whose organization has an enabled endpoint writes
+    -- events. Without endpoints this probe of a partial index is all the outbox costs a group: the
+    -- statement below writes the events in CTEs gated by its result (drizzle/0015). A first version
+    -- of drizzle/0010 wrote them there ungated (RETURNING every inserted lead, the endpoints joined
+    -- for every group) and made every group ~25% slower even when it wrote none (bench/outbox-ingest.ts).
+    SELECT EXISTS (
+      SELECT 1 FROM webhook_endpoints e
+      WHERE e.enabled AND e.organization_id IN (
+        SELECT DISTINCT (x->>'organization_id')::uuid FROM jsonb_array_elements(p_items) x)
+    ) INTO v_webhook_events;
+
   END IF;
-
-  -- The per-key limit, after the locks (a new statement, so a new snapshot: no source deleted
-  -- before the locks were granted is counted, and items whose source is gone get no verdict).
-  SELECT array_agg(r.idx), array_agg(r.allowed), array_agg(r.remaining), array_agg(r.reset_ms)
-  INTO v_rate_idx, v_rate_allowed, v_rate_remaining, v_rate_reset
-  FROM inbound_rate_take(p_items) r;
-
-  -- Outbound webhooks (drizzle/0010): only a group whose organization has an enabled endpoint writes
-  -- events. Without endpoints this probe of a partial index is all the outbox costs a group: the
-  -- statement below writes the events in CTEs gated by its result (drizzle/0015). A first version
-  -- of drizzle/0010 wrote them there ungated (RETURNING every inserted lead, the endpoints joined
-  -- for every group) and made every group ~25% slower even when it wrote none (bench/outbox-ingest.ts).
-  SELECT EXISTS (
-    SELECT 1 FROM webhook_endpoints e
-    WHERE e.enabled AND e.organization_id IN (
-      SELECT DISTINCT (x->>'organization_id')::uuid FROM jsonb_array_elements(p_items) x)
-  ) INTO v_webhook_events;
 
   -- A new statement, so a new snapshot: it sees every lead committed by whoever held a lock first,
   -- and no source deleted before this group's locks were granted.
