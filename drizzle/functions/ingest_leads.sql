@@ -4,9 +4,9 @@
 -- statement re-runnable (CREATE OR REPLACE).
 --
 -- The group commit of the inbound route (src/modules/inbound/repository.ts): every item of a group
--- in one set-based statement (a group of one item by scalar statements first, below). It takes the dedup keys' and each item's source's advisory locks
--- (all exclusive) in one global order, fails a group whose items share a dedup key (LC409: the
--- caller splits it), applies the per-key limit (inbound_rate_take: an item over it is refused with
+-- in one set-based statement (a group of one item by scalar statements first, below). It takes the
+-- dedup keys' and each item's source's advisory locks (all exclusive) in one global order, fails a
+-- group whose items share a dedup key (LC409: the caller splits it), applies the per-key limit (inbound_rate_take: an item over it is refused with
 -- outcome `rate_limited` and writes nothing; its caller answers 429 and counts it with the other
 -- 429s), skips items whose source was deleted meanwhile (they get no row back: 404), writes the
 -- lead, its delivery-log entry and, when an enabled endpoint of the organization takes it, the
@@ -57,9 +57,9 @@ DECLARE
   v_matched boolean;
 BEGIN
   -- A group of one item: the same rules one scalar statement at a time. At 1,000 leads/s nearly
-  -- every group is one lead, and the set-based statements below cost such a call ~480 µs of
+  -- every group is one lead, and the set-based statements below cost such a call ~410 µs of
   -- PostgreSQL CPU, much of it setting up their plans' many nodes (the executor's start-up, the
-  -- webhook and merge branches a new lead never runs); this path cost ~300 (docs/benchmarks.md
+  -- webhook and merge branches a new lead never runs); this path costs ~285 (docs/benchmarks.md
   -- A50). It writes a new lead whose organization has no enabled endpoint itself; a lead that
   -- matches an existing one, or one that an endpoint may take, goes on to the set-based statement
   -- with its verdict (one source of truth for the merge and the events). The tests hold the two
