@@ -6,13 +6,14 @@
 -- The group commit of the inbound route (src/modules/inbound/repository.ts): every item of a group
 -- in one set-based statement (a group of one item by scalar statements first, below). It takes the
 -- dedup keys' and each item's source's advisory locks (all exclusive) in one global order, fails a
--- group whose items share a dedup key (LC409: the caller splits it), applies the per-key limit (inbound_rate_take: an item over it is refused with
--- outcome `rate_limited` and writes nothing; its caller answers 429 and counts it with the other
--- 429s), skips items whose source was deleted meanwhile (they get no row back: 404), writes the
--- lead, its delivery-log entry and, when an enabled endpoint of the organization takes it, the
--- outbound webhook event (its id in the fan-out queue) in the same transaction. A lead the group creates takes its
--- submission's log id as its own (the caller sends one id per item). Every row carries the key's window after the item
--- (remaining, reset_ms: the X-RateLimit headers).
+-- group whose items share a dedup key (LC409: the caller splits it), applies the per-key limit
+-- (inbound_rate_take: an item over it is refused with outcome `rate_limited` and writes nothing;
+-- its caller answers 429 and counts it with the other 429s), skips items whose source was deleted
+-- meanwhile (they get no row back: 404), writes the lead, its delivery-log entry and, when an
+-- enabled endpoint of the organization takes it, the outbound webhook event (its id in the fan-out
+-- queue) in the same transaction. A lead the group creates takes its submission's log id as its own
+-- (the caller sends one id per item). Every row carries the key's window after the item (remaining,
+-- reset_ms: the X-RateLimit headers).
 -- The source lock is exclusive since the limit moved here (drizzle/0013): the window's read and
 -- write must not interleave. It still makes a source's delete wait for its writers
 -- (webhook_sources_wait_for_writers), and it is never contended at scale: the limit keeps any one
