@@ -2,7 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs'
 import postgres from 'postgres'
 import { handlerContender, prepareBenchDatabase } from './ingest'
 import { newLeadPost, openLoop } from './open-loop'
-import { log, parseEnvAssignments, runTag, spawnService } from './support'
+import { checkoutBaseline, log, parseEnvAssignments, runTag, spawnService } from './support'
 
 /**
  * `bun run bench:rate-split`: where the CPU goes at issue [7]'s fixed rate (1,000 new leads a second,
@@ -18,7 +18,9 @@ import { log, parseEnvAssignments, runTag, spawnService } from './support'
  *
  * Environment: BENCH_ROUNDS (default 2), BENCH_RATE (1000), BENCH_RATE_SECONDS (20), BENCH_SOURCES
  * (10,000), BENCH_RATE_SPLIT_ENV=NAME=value+NAME=value (adds the service with that environment as a
- * third contender, e.g. INGEST_GROUPS_IN_FLIGHT=2).
+ * third contender, e.g. INGEST_GROUPS_IN_FLIGHT=2), BENCH_RATE_SPLIT_BASELINE=<rev> (adds that
+ * commit's service, from a temporary worktree, on a database of its own that its own CLI provisions:
+ * a change to the code against the code before it, in the same run).
  */
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2)
 const RATE = Number(process.env.BENCH_RATE ?? 1000)
@@ -30,9 +32,28 @@ const variantEnv = process.env.BENCH_RATE_SPLIT_ENV
   ? parseEnvAssignments(process.env.BENCH_RATE_SPLIT_ENV)
   : null
 
-const { databaseUrl, keys } = await prepareBenchDatabase('rate_split')
-/** This bench's own connection to the bench database: its backends list and its lead counts. */
-const bench = postgres(databaseUrl, { max: 1, onnotice: () => {} })
+const main = await prepareBenchDatabase('rate_split')
+const baseline = process.env.BENCH_RATE_SPLIT_BASELINE
+  ? await checkoutBaseline(process.env.BENCH_RATE_SPLIT_BASELINE)
+  : null
+const baselineDatabase = baseline ? await prepareBenchDatabase('rate_split_baseline', baseline.dir) : null
+
+/**
+ * A database of the run: its URL, its source keys, and this bench's own connection to it (its
+ * backends list and its lead counts).
+ */
+interface RunDatabase {
+  databaseUrl: string
+  keys: string[]
+  bench: postgres.Sql
+}
+const connect = ({ databaseUrl, keys }: { databaseUrl: string; keys: string[] }): RunDatabase => ({
+  databaseUrl,
+  keys,
+  bench: postgres(databaseUrl, { max: 1, onnotice: () => {} }),
+})
+const mainDatabase = connect(main)
+const ownDatabase = baselineDatabase ? connect(baselineDatabase) : null
 
 interface Schedstat {
   cpuNs: number
@@ -50,7 +71,7 @@ function schedstat(path: string): Schedstat | null {
 }
 
 /** Every thread of the server (`name:tid`) and every backend of the bench database (`backend:pid`). */
-async function sample(serverPid: number): Promise<Map<string, Schedstat>> {
+async function sample(serverPid: number, { bench }: RunDatabase): Promise<Map<string, Schedstat>> {
   const out = new Map<string, Schedstat>()
   for (const tid of readdirSync(`/proc/${serverPid}/task`)) {
     const name = readFileSync(`/proc/${serverPid}/task/${tid}/comm`, 'utf8').trim()
@@ -67,7 +88,12 @@ async function sample(serverPid: number): Promise<Map<string, Schedstat>> {
 }
 
 /** Request `index` of a run whose e-mails start with `prefix` (letters, digits and `-` only). */
-function leadRequest(url: string, index: number, prefix: string): { url: string; init: RequestInit } {
+function leadRequest(
+  url: string,
+  { keys }: RunDatabase,
+  index: number,
+  prefix: string,
+): { url: string; init: RequestInit } {
   return newLeadPost(url, keys[index % keys.length]!, `${prefix}-${index}@example.com`)
 }
 
@@ -81,13 +107,15 @@ const contenders = [
     name: 'service',
     slug: 'service',
     stores: true,
-    start: () => spawnService({ DATABASE_URL: databaseUrl }),
+    database: mainDatabase,
+    start: () => spawnService({ DATABASE_URL: mainDatabase.databaseUrl }),
   },
   {
     name: 'Bun.sql handler',
     slug: 'handler',
     stores: false,
-    start: () => handlerContender('Bun.sql handler').start(databaseUrl),
+    database: mainDatabase,
+    start: () => handlerContender('Bun.sql handler').start(mainDatabase.databaseUrl),
   },
   ...(variantEnv
     ? [
@@ -95,7 +123,19 @@ const contenders = [
           name: `service [${process.env.BENCH_RATE_SPLIT_ENV}]`,
           slug: 'variant',
           stores: true,
-          start: () => spawnService({ DATABASE_URL: databaseUrl, ...variantEnv }),
+          database: mainDatabase,
+          start: () => spawnService({ DATABASE_URL: mainDatabase.databaseUrl, ...variantEnv }),
+        },
+      ]
+    : []),
+  ...(baseline && ownDatabase
+    ? [
+        {
+          name: `service (${baseline.label})`,
+          slug: 'baseline',
+          stores: true,
+          database: ownDatabase,
+          start: () => spawnService({ DATABASE_URL: ownDatabase.databaseUrl }, { cwd: baseline.dir }),
         },
       ]
     : []),
@@ -114,22 +154,27 @@ try {
           rate: RATE,
           seconds: WARM_SECONDS,
           makeRequest: (index) =>
-            leadRequest(server.url, index, runTag(`${contender.slug}-warm-${round}`, 'rate-split')),
+            leadRequest(
+              server.url,
+              contender.database,
+              index,
+              runTag(`${contender.slug}-warm-${round}`, 'rate-split'),
+            ),
         })
         const prefix = runTag(`${contender.slug}-${round}`, 'rate-split')
-        const before = await sample(server.pid)
+        const before = await sample(server.pid, contender.database)
         const started = performance.now()
         const result = await openLoop({
           rate: RATE,
           seconds: SECONDS,
-          makeRequest: (index) => leadRequest(server.url, index, prefix),
+          makeRequest: (index) => leadRequest(server.url, contender.database, index, prefix),
         })
-        const after = await sample(server.pid)
+        const after = await sample(server.pid, contender.database)
         const seconds = (performance.now() - started) / 1000
         // Every answered request of a service run must have stored its lead: anything else (a
         // refusal answered 200, such as missing_contact) would be a different path's figures.
         if (contender.stores) {
-          const [row] = await bench<{ stored: number }[]>`
+          const [row] = await contender.database.bench<{ stored: number }[]>`
             select count(*)::int as stored from leads where email like ${`${prefix}-%`}`
           const stored = row?.stored ?? 0
           if (stored < result.ok)
@@ -166,7 +211,9 @@ try {
     }
   }
 } finally {
-  await bench.end()
+  await mainDatabase.bench.end()
+  await ownDatabase?.bench.end()
+  await baseline?.remove()
 }
 console.log(`\n${summary.join('\n')}`)
 console.log(
