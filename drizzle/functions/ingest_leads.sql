@@ -45,7 +45,9 @@ DECLARE
   v_rate_allowed boolean[];
   v_rate_remaining integer[];
   v_rate_reset integer[];
-  -- the one item of a one-item group
+  -- the one item of a one-item group, and inbound_rate_take's limit and window for it
+  c_limit CONSTANT integer := 60;
+  c_window CONSTANT interval := interval '60 seconds';
   v_item jsonb;
   v_source uuid;
   v_organization uuid;
@@ -88,13 +90,13 @@ BEGIN
     v_webhook_events := EXISTS (
       SELECT 1 FROM webhook_endpoints e WHERE e.enabled AND e.organization_id = v_organization);
     -- inbound_rate_take's rule for a source with one item in the group, on one row: the hits that
-    -- left the window are a prefix (binary search), 60 kept refuse the item and record nothing,
+    -- left the window are a prefix (binary search), c_limit kept refuse the item and record nothing,
     -- else its time goes in its place (last, unless another replica committed a later one first)
     v_hits := COALESCE((SELECT w.hits FROM inbound_rate_windows w WHERE w.source_id = v_source), '{}');
-    v_hits := v_hits[width_bucket(v_received - interval '60 seconds', v_hits) + 1:];
-    IF cardinality(v_hits) >= 60 THEN
+    v_hits := v_hits[width_bucket(v_received - c_window, v_hits) + 1:];
+    IF cardinality(v_hits) >= c_limit THEN
       RETURN QUERY SELECT (v_item->>'idx')::integer, NULL::uuid, 'rate_limited'::text, v_webhook_events, 0,
-        (extract(epoch FROM v_hits[1] + interval '60 seconds' - v_received) * 1000)::integer;
+        (extract(epoch FROM v_hits[1] + c_window - v_received) * 1000)::integer;
       RETURN;
     END IF;
     v_oldest := least(v_hits[1], v_received);
@@ -107,8 +109,8 @@ BEGIN
       ON CONFLICT (source_id) DO UPDATE SET hits = excluded.hits;
     v_rate_idx := ARRAY[(v_item->>'idx')::integer];
     v_rate_allowed := ARRAY[true];
-    v_rate_remaining := ARRAY[60 - cardinality(v_hits)];
-    v_rate_reset := ARRAY[(extract(epoch FROM v_oldest + interval '60 seconds' - v_received) * 1000)::integer];
+    v_rate_remaining := ARRAY[c_limit - cardinality(v_hits)];
+    v_rate_reset := ARRAY[(extract(epoch FROM v_oldest + c_window - v_received) * 1000)::integer];
     -- whether DESIGN §7 matches an existing lead (the same e-mail, or the same phone): which one, and
     -- the merge, are the set-based statement's
     v_matched := EXISTS (SELECT 1 FROM leads l WHERE l.organization_id = v_organization AND l.email_normalized = v_email)

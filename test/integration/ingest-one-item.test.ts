@@ -1,6 +1,5 @@
 import { describe, expect, test } from 'bun:test'
 import fc from 'fast-check'
-import type { AppContext } from '../../src/context'
 import type { NormalizedLead } from '../../src/modules/inbound/normalize'
 import { type IngestItem, ingestItem } from '../../src/modules/inbound/repository'
 import { createLead, createOrganization, createSource, createWebhookEndpoint } from '../helpers/factories'
@@ -84,7 +83,7 @@ interface World {
 const { ctx, services } = await makeTestApp()
 
 /** An organization and a source in the case's state, and the item it receives. */
-async function world(ctx: AppContext, scenario: Omit<Case, 'name'>, receivedAt: Date): Promise<World> {
+async function world(scenario: Omit<Case, 'name'>, receivedAt: Date): Promise<World> {
   const organization = await createOrganization(ctx)
   const { source } = await createSource(ctx, organization.id)
   const address = email()
@@ -169,7 +168,7 @@ const ingest = (items: IngestItem[]) =>
   ctx.database.query<Row>('select * from ingest_leads($1::jsonb)', [JSON.stringify(items)])
 
 /** What an ingest left behind, with ids and times made relative so two worlds compare. */
-async function observe(ctx: AppContext, world: World, rows: Row[]) {
+async function observe(world: World, rows: Row[]) {
   const { item } = world
   const received = new Date(item.received_at).getTime()
   const row = rows.find((candidate) => candidate.idx === item.idx)
@@ -227,19 +226,16 @@ async function observe(ctx: AppContext, world: World, rows: Row[]) {
 /** The item written alone (the one-item path) and in a group of two (the set statement). */
 async function bothPaths(scenario: Omit<Case, 'name'>) {
   const receivedAt = new Date(Math.floor(Date.now() / 1000) * 1000)
-  const alone = await world(ctx, scenario, receivedAt)
-  const grouped = await world(ctx, scenario, receivedAt)
+  const alone = await world(scenario, receivedAt)
+  const grouped = await world(scenario, receivedAt)
   // The other item of the group: another organization (no endpoint, no shared key), another source.
-  const other = await world(ctx, base, receivedAt)
+  const other = await world(base, receivedAt)
   const aloneRows = await ingest([alone.item])
-  const groupRows = await ingest([
-    { ...other.item, idx: 0 },
-    { ...grouped.item, idx: 1 },
-  ])
   grouped.item.idx = 1
+  const groupRows = await ingest([{ ...other.item, idx: 0 }, grouped.item])
   return {
-    alone: await observe(ctx, alone, aloneRows),
-    grouped: await observe(ctx, grouped, groupRows),
+    alone: await observe(alone, aloneRows),
+    grouped: await observe(grouped, groupRows),
     otherRow: groupRows.find((row) => row.idx === 0),
   }
 }
