@@ -114,13 +114,20 @@ describe('the delivery claim and its results read what they take, whatever the s
               inFlight: {},
               priorityOnly,
             }
+            // The claim finds the endpoints with pending deliveries by one probe each: on a database
+            // kept between runs, other tests' endpoints with pending deliveries add up run after run.
+            const [pending] = await sqlRows<{ endpoints: number }>(
+              ctx.db,
+              sql`select count(distinct endpoint_id)::int as endpoints from webhook_deliveries where status = 'pending'`,
+            )
+            const mostRead = Math.max(2 * CLAIM_LIMIT, pending!.endpoints + 1)
             const top = await explain(ctx.db, claimStatement(options))
             // It claimed a full batch (EXPLAIN ANALYZE runs the update)…
             expect(top['Actual Rows']).toBe(CLAIM_LIMIT)
             // …and no step of it read more deliveries than a batch and the one probe per endpoint.
             const reads = deliveryReads(top)
             expect(reads.length).toBeGreaterThan(0)
-            expect(reads.filter((read) => read.rows > 2 * CLAIM_LIMIT)).toEqual([])
+            expect(reads.filter((read) => read.rows > mostRead)).toEqual([])
             const claimed = await sqlRows<{ endpoint_id: string; message_id: string }>(
               ctx.db,
               sql`select endpoint_id, message_id from webhook_deliveries where claim_token = ${options.token}::uuid`,
