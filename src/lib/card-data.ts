@@ -10,8 +10,12 @@
  *    at most 6 digits joined by single spaces, dashes, `+` or `%20`, and not glued to letters or
  *    digits, is redacted in place, wherever it is, except in the phone field.
  *
+ *    A number that is part of an e-mail address (`4111111111111111@example.com`, `ada+4111…@…`,
+ *    `…%40example.com` in URL-encoded text) is an address, not a card: it stays, so a lead whose
+ *    address is all digits keeps its e-mail instead of losing it to the scrub.
+ *
  * Known false positives, accepted: an e-mail "cc" field, an Indian PAN field, and any 13-19 digit
- * number that happens to pass Luhn (one in ten do) outside the phone field.
+ * number that happens to pass Luhn (one in ten do) outside the phone field and e-mail addresses.
  */
 export const REMOVED_CARD_FIELD = '[removed: card data]'
 export const REDACTED_CARD_NUMBER = '[redacted: card number]'
@@ -122,10 +126,18 @@ const DIGIT_RUN = /(?:(?<=%[0-9A-Fa-f]{2})|(?<![A-Za-z0-9%]))\d(?:(?:[ +-]|%20)?
  * A run of digit groups (`4111 1111 1111 1111 123`) is searched group by group, so a card number
  * followed by another number is still found. A single group longer than 19 digits is no card, and
  * neither are groups of more than 6 digits joined by separators (so no UUID is ever taken for one).
+ * A number wholly inside a word that reads as an e-mail address stays (emailAddressSpans).
  */
 export function redactCardNumbers(text: string): string {
   if (text.length < 13) return text
-  return text.replace(DIGIT_RUN, (run) => {
+  // Found once, on the first number: the runs come in order, so one cursor walks the spans.
+  let addresses: Array<[number, number]> | undefined
+  let next = 0
+  return text.replace(DIGIT_RUN, (run, offset: number) => {
+    addresses ??= emailAddressSpans(text)
+    while (next < addresses.length && addresses[next]![1] <= offset) next++
+    const address = addresses[next]
+    if (address && address[0] <= offset && offset + run.length <= address[1]) return run
     const parts = run.split(/([ +-]|%20)/)
     const groups = parts.filter((_, index) => index % 2 === 0)
     const separators = parts.filter((_, index) => index % 2 === 1)
@@ -155,6 +167,27 @@ export function redactCardNumbers(text: string): string {
     }
     return changed ? result : run
   })
+}
+
+/** A word: up to spaces, quotes, brackets, list and query punctuation. */
+const WORD = /[^\s"'`<>()[\]{},;:=&|\\]+/g
+/** local@domain.tld, with `@` written as itself or as its URL escape; a dot may end the sentence. */
+const EMAIL_WORD = /^[^\s@]+@[^\s@.]+(?:\.[^\s@.]+)+\.?$/
+/** RFC 5321's 254 characters, three times over since each may be URL-escaped (`%XX`). */
+const MAX_ADDRESS_WORD = 254 * 3
+
+/**
+ * The [start, end) of every word of `text` that reads as an e-mail address (once a URL-escaped `@`
+ * is decoded), in order. One pass over the text, however many numbers it holds.
+ */
+function emailAddressSpans(text: string): Array<[number, number]> {
+  const spans: Array<[number, number]> = []
+  if (!text.includes('@') && !/%40/i.test(text)) return spans
+  for (const { 0: word, index } of text.matchAll(WORD)) {
+    if (word.length > MAX_ADDRESS_WORD || (!word.includes('@') && !/%40/i.test(word))) continue
+    if (EMAIL_WORD.test(word.replace(/%40/gi, '@'))) spans.push([index, index + word.length])
+  }
+  return spans
 }
 
 // DIGIT_RUN's shape without its edges: 13 digits with single separators, the least rule 2 reads.

@@ -37,6 +37,14 @@ function withLuhnDigit(digits: string): string {
   return `${digits}${(10 - (sum % 10)) % 10}`
 }
 
+/** A fresh Luhn-valid number of `length` digits (a unique address per run: leads are deduplicated by it). */
+const luhnDigits = (length: number) =>
+  withLuhnDigit(
+    Array.from({ length: length - 1 }, (_, i) => (i === 0 ? 4 : Math.floor(Math.random() * 10))).join(''),
+  )
+/** An address in a free-text field, its local part a Luhn-valid number. */
+const DIGITS_ADDRESS = `${withLuhnDigit('411111111111111')}@example.org`
+
 // Luhn-valid numbers of every length 13–19, some written with spaces or dashes as people type them.
 const CARD_NUMBERS = [13, 14, 15, 16, 17, 18, 19].map((length) => withLuhnDigit('4'.padEnd(length - 1, '7')))
 CARD_NUMBERS.push('4000 0566 5566 5556', '5555-5555-5555-4444', '3782 822463 10005')
@@ -152,6 +160,34 @@ const CASES: FormPageCase[] = [
     sentKeys: ['first_name', 'last_name', 'email', 'order_number'],
     forbiddenValues: ['4242424242424242', '12/30', '123', '5555 5555 5555 4444', '4000 0566 5566 5556'],
     forbiddenNames: ['pan', 'exp', 'security_code', 'account_ref', 'notes'],
+  },
+  {
+    // An address made of digits that pass the Luhn check is an address, not a card number: the
+    // tracker once dropped the e-mail field for it, and the lead had no contact.
+    fixture: 'digits-address',
+    html: `<form action="/done/digits-address" method="post">
+      <label>E-mail <input type="email" name="email"></label>
+      <label>Notes <textarea name="notes"></textarea></label>
+      <label>Payment reference <input name="payment_ref"></label>
+      <button type="submit">Send</button>
+    </form>`,
+    email: () => `${luhnDigits(16)}@example.com`,
+    steps: [
+      ['fill', '[name=email]', '{email}'],
+      ['fill', '[name=notes]', `Copy to ${DIGITS_ADDRESS}, please`],
+      ['fill', '[name=payment_ref]', '4242424242424242'],
+      ['click', 'button[type=submit]'],
+    ],
+    ownSubmit: '/done/digits-address',
+    lead: {
+      first_name: null,
+      last_name: null,
+      phone_raw: null,
+      custom_fields: { notes: `Copy to ${DIGITS_ADDRESS}, please` },
+    },
+    sentKeys: ['email', 'notes'],
+    forbiddenValues: ['4242424242424242'],
+    forbiddenNames: ['payment_ref'],
   },
   {
     fixture: 'all-card-data',

@@ -327,6 +327,74 @@ describe('card numbers in values are redacted, except in the phone field', () =>
   })
 })
 
+/**
+ * An address made of digits (`<13-19 Luhn-valid digits>@…`) is an address, not a card number: before,
+ * the scrub redacted its digits, the e-mail field no longer held an address, and a lead whose only
+ * contact was that address was answered `missing_contact` and lost. Every shape of address, in the
+ * e-mail field, in free text, in a URL-encoded query and in the raw text of a refused body; a card
+ * number beside it in the same text is still redacted.
+ */
+const ADDRESS_SHAPES: Array<[label: string, address: (digits: string) => string]> = [
+  ['the whole local part', (digits) => `${digits}@example.com`],
+  ['after a dot', (digits) => `ada.${digits}@example.com`],
+  ['before a plus tag', (digits) => `${digits}+leads@example.com`],
+  ['after a plus tag', (digits) => `ada+${digits}@mail.example.com`],
+  ['in dashed groups', (digits) => `${digits.replace(/(\d{4})(?=\d)/g, '$1-')}@example.com`],
+]
+
+describe('an e-mail address is never taken for a card number', () => {
+  for (const [label, address] of ADDRESS_SHAPES) {
+    for (const [numberLabel, digits] of [
+      ['16 digits', VISA],
+      ['13 digits', withCheckDigit('422222222222')],
+      ['19 digits', withCheckDigit('622222222222222222')],
+    ] as const) {
+      test(`${label}, ${numberLabel}: the lead keeps its address; a card number beside it is redacted`, async () => {
+        const { ctx, source, post } = await setup()
+        const mail = address(digits)
+        const response = await post({
+          email: mail,
+          note: `write to ${mail} or charge ${VISA}`,
+          page_url: `https://shop.test/thanks?email=${encodeURIComponent(mail)}&card=${VISA}`,
+        })
+        expect(response.status).toBe(200)
+        expect(await response.json()).toEqual({
+          status: 'created',
+          success: true,
+          lead_id: expect.any(String),
+        })
+        const { leads, logs } = await rawRows(ctx, source.id)
+        const lead = leads[0] as unknown as { email: string; custom_fields: Record<string, unknown> }
+        expect(lead.email).toBe(mail)
+        expect(lead.custom_fields.note).toBe(`write to ${mail} or charge ${REDACTED_CARD_NUMBER}`)
+        const logged = JSON.parse(logs[0]!.body)
+        expect(logged.email).toBe(mail)
+        expect(logged.note).toBe(`write to ${mail} or charge ${REDACTED_CARD_NUMBER}`)
+        expect(logged.page_url).toBe(
+          `https://shop.test/thanks?email=${encodeURIComponent(mail)}&card=${REDACTED_CARD_NUMBER}`,
+        )
+      })
+    }
+  }
+
+  test('a refused body keeps the address in its raw text and loses the card number', async () => {
+    const { app, ctx, organization } = await setup()
+    const { source, apiKey } = await createSource(ctx, organization.id)
+    const mail = `${VISA}@example.com`
+    const response = await app.handle(
+      request('POST', `/api/webhook/lead/${apiKey}`, {
+        body: `email=${encodeURIComponent(mail)}&card=${VISA}`,
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      }),
+    )
+    expect(response.status).toBe(400)
+    const { logs } = await rawRows(ctx, source.id)
+    expect(logs).toHaveLength(1)
+    expect(JSON.stringify(logs[0]!.body)).toContain(`${VISA}%40example.com`)
+    expect(JSON.stringify(logs[0]!.body)).toContain(`card=${REDACTED_CARD_NUMBER}`)
+  })
+})
+
 describe('the rules themselves (property tests)', () => {
   test('any Luhn-valid 13-19 digit number, whole or in groups of up to 6 joined by a separator, in any text, is redacted', () => {
     fc.assert(
@@ -356,6 +424,46 @@ describe('the rules themselves (property tests)', () => {
       ),
       { numRuns: 3000 },
     )
+  })
+
+  test('a Luhn-valid number inside an e-mail address stays, in any text around it; the same number alone is redacted', () => {
+    fc.assert(
+      fc.property(
+        fc
+          .integer({ min: 12, max: 18 })
+          .chain((length) =>
+            fc.tuple(
+              fc.array(fc.integer({ min: 0, max: 9 }), { minLength: length, maxLength: length }),
+              fc.constantFrom(...ADDRESS_SHAPES.map(([, shape]) => shape)),
+              fc.constantFrom('', 'mail ', 'mailto:', '<', '"', '(', 'email=', 'to: ', '{"email":"'),
+              fc.constantFrom('', '>', '"', ')', '.', ', thanks', '&x=1', '"}'),
+              fc.boolean(),
+            ),
+          ),
+        ([prefix, shape, before, after, urlEncoded]) => {
+          const digits = withCheckDigit(prefix.join(''))
+          const address = urlEncoded ? shape(digits).replace('@', '%40') : shape(digits)
+          const text = `${before}${address}${after} card ${digits}`
+          return redactCardNumbers(text) === `${before}${address}${after} card ${REDACTED_CARD_NUMBER}`
+        },
+      ),
+      { numRuns: 3000 },
+    )
+    // Not an address: no domain, no dot in it, the digits glued to more than the address, or a
+    // word longer than any address (254 characters, each perhaps URL-escaped).
+    for (const text of [
+      `${VISA}@`,
+      `${VISA}@localhost`,
+      `${VISA} @example.com`,
+      `pay ${VISA}@ once`,
+      `${'a.'.repeat(400)}${VISA}@example.com`,
+      `${VISA}@${'example.'.repeat(100)}com`,
+    ]) {
+      expect({ text, redacted: redactCardNumbers(text).includes(REDACTED_CARD_NUMBER) }).toEqual({
+        text,
+        redacted: true,
+      })
+    }
   })
 
   test('UUIDs are never taken for card numbers, even all in digits', () => {

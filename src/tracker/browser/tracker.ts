@@ -86,9 +86,17 @@ const SKIPPED_TYPES = /^(password|file|submit|button|reset|image|fieldset|output
 // Webflow `field` / `Field-2`.
 const MACHINE_NAME = /^(input|field|item)?[-_]?([0-9a-f]*\d[0-9a-f._]*)?$/i
 
-/** A value that holds a Luhn-valid 13–19 digit number (a payment card), spaces and dashes allowed. */
+/**
+ * A value that holds a Luhn-valid 13–19 digit number (a payment card), spaces and dashes allowed,
+ * outside e-mail addresses (`4111…@example.com` is an address, which the server keeps too; a card
+ * number glued to one is still redacted there).
+ */
 const holdsCard = (value: unknown) =>
-  (String(value).match(/\d[\d -]{11,}\d/g) || []).some((run) => {
+  (
+    String(value)
+      .replace(/\S+@[^\s@.]+(\.[^\s@.]+)+/g, ' ')
+      .match(/\d[\d -]{11,}\d/g) || []
+  ).some((run) => {
     const digits = run.replace(/\D/g, '')
     let sum = 0
     for (let i = 0; i < digits.length; i++) {
