@@ -70,10 +70,15 @@ export function mayNameCardData(text: string): boolean {
   return MAYBE_CARD.test(text)
 }
 
-function tokensOf(name: string): string[] {
+/** A field name's tokens, as rule 1 reads them. */
+export function cardNameTokens(name: string): string[] {
+  // The second split is `XMLHttp` → `XML Http`: a capital before a capitalised word. Written as a
+  // capital with a lookahead, it costs one step per character; as `([A-Z]+)([A-Z][a-z])` it tried every
+  // run of capitals from every start, and a 60 KB field name of capitals held the event loop 2.6 s
+  // (test/unit/regex-safety.test.ts now checks every pattern of src/ for such backtracking).
   return name
     .replace(/([a-z0-9])([A-Z])/g, '$1 $2')
-    .replace(/([A-Z]+)([A-Z][a-z])/g, '$1 $2')
+    .replace(/([A-Z])(?=[A-Z][a-z])/g, '$1 ')
     .toLowerCase()
     .split(/[^a-z0-9]+/)
     .filter(Boolean)
@@ -83,7 +88,7 @@ function tokensOf(name: string): string[] {
 /** True when a field name denotes card data (rule 1). */
 export function isCardFieldName(name: string): boolean {
   if (!mayNameCardData(name)) return false
-  const tokens = tokensOf(name)
+  const tokens = cardNameTokens(name)
   for (let index = 0; index < tokens.length; index++) {
     const token = tokens[index]!
     if (CARD_TOKENS.has(token)) return true

@@ -2,6 +2,7 @@ import { beforeAll, describe, expect, test } from 'bun:test'
 import fc from 'fast-check'
 import type { AppContext } from '../../src/context'
 import {
+  cardNameTokens,
   DIGIT_RUN,
   isCardFieldName,
   luhnValid,
@@ -533,6 +534,48 @@ describe('the rules themselves (property tests)', () => {
         (word, before, after, upper) =>
           !isCardFieldName(`${before}${upper ? word.toUpperCase() : word}${after}`),
       ),
+    )
+  })
+
+  test('name tokens: any name is judged as by the tokenizer as first written', () => {
+    // The first tokenizer split `XMLHttp` with `([A-Z]+)([A-Z][a-z])`, which backtracked over runs of
+    // capitals (a long name of them took seconds); the current one must cut every name the same way.
+    const firstTokens = (name: string) =>
+      name
+        .replace(/([a-z0-9])([A-Z])/g, '$1 $2')
+        .replace(/([A-Z]+)([A-Z][a-z])/g, '$1 $2')
+        .toLowerCase()
+        .split(/[^a-z0-9]+/)
+        .filter(Boolean)
+        .map((token) => token.replace(/(?<=[a-z])\d+$/, ''))
+    const pieces = [
+      'card',
+      'Card',
+      'CARD',
+      'cc',
+      'CC',
+      'Number',
+      'NUM',
+      'no',
+      'cvv',
+      'CVV',
+      'Exp',
+      'A',
+      'B',
+      'x',
+      'Ab',
+    ]
+    fc.assert(
+      fc.property(
+        fc.array(fc.oneof(fc.constantFrom(...pieces), fc.constantFrom('_', '-', '[', ']', '.', '2', ' ')), {
+          maxLength: 12,
+        }),
+        (parts) => {
+          const name = parts.join('')
+          expect({ name, tokens: cardNameTokens(name) }).toEqual({ name, tokens: firstTokens(name) })
+        },
+      ),
+      { numRuns: 5000 },
     )
   })
 })
