@@ -174,7 +174,7 @@ const CASES: FormPageCase[] = [
     email: () => `${luhnDigits(16)}@example.com`,
     steps: [
       ['fill', '[name=email]', '{email}'],
-      ['fill', '[name=notes]', `Copy to ${DIGITS_ADDRESS}, please`],
+      ['fill', '[name=notes]', `Copy to ${DIGITS_ADDRESS}, or to ${DIGITS_ADDRESS}.`],
       ['fill', '[name=payment_ref]', '4242424242424242'],
       ['click', 'button[type=submit]'],
     ],
@@ -183,7 +183,7 @@ const CASES: FormPageCase[] = [
       first_name: null,
       last_name: null,
       phone_raw: null,
-      custom_fields: { notes: `Copy to ${DIGITS_ADDRESS}, please` },
+      custom_fields: { notes: `Copy to ${DIGITS_ADDRESS}, or to ${DIGITS_ADDRESS}.` },
     },
     sentKeys: ['email', 'notes'],
     forbiddenValues: ['4242424242424242'],

@@ -97,7 +97,7 @@ const holdsCard = (value: unknown) =>
   (
     String(value)
       .split(/(\s+)/)
-      .map((word) => (/^[^@]+@[^@.]+(\.[^@.]+)+$/.test(word) ? '' : word))
+      .map((word) => (/^[^@]+@[^@.]+(\.[^@.]+)+\.?$/.test(word) ? '' : word))
       .join('')
       .match(/\d[\d -]{11,}\d/g) || []
   ).some((run) => {
