@@ -1,3 +1,5 @@
+import { normalizeEmail } from './contact'
+
 /**
  * Payment card data is never stored (defence in depth: whatever a form or a client sends). Two
  * rules, one home:
@@ -181,21 +183,18 @@ export function redactCardNumbers(text: string): string {
 
 /** A word: up to spaces, quotes, brackets, list and query punctuation. */
 const WORD = /[^\s"'`<>()[\]{},;:=&|\\]+/g
-/** local@domain.tld, with `@` written as itself or as its URL escape; a dot may end the sentence. */
-const EMAIL_WORD = /^[^\s@]+@[^\s@.]+(?:\.[^\s@.]+)+\.?$/
-/** RFC 5321's 254 characters, three times over since each may be URL-escaped (`%XX`). */
-const MAX_ADDRESS_WORD = 254 * 3
 
 /**
- * The [start, end) of every word of `text` that reads as an e-mail address (once a URL-escaped `@`
- * is decoded), in order. One pass over the text, however many numbers it holds.
+ * The [start, end) of every word of `text` that is an e-mail address by the lead's own rule
+ * (normalizeEmail), once a URL-escaped `@` is decoded, in order. One pass over the text, however many
+ * numbers it holds.
  */
 function emailAddressSpans(text: string): Array<[number, number]> {
   const spans: Array<[number, number]> = []
   if (!text.includes('@') && !/%40/i.test(text)) return spans
   for (const { 0: word, index } of text.matchAll(WORD)) {
-    if (word.length > MAX_ADDRESS_WORD || (!word.includes('@') && !/%40/i.test(word))) continue
-    if (EMAIL_WORD.test(word.replace(/%40/gi, '@'))) spans.push([index, index + word.length])
+    if (!word.includes('@') && !/%40/i.test(word)) continue
+    if (normalizeEmail(word.replace(/%40/gi, '@')) !== null) spans.push([index, index + word.length])
   }
   return spans
 }
