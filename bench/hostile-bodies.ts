@@ -19,7 +19,7 @@ import { mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { createOrganization, createSource } from '../test/helpers/factories'
 import { makeTestApp, request } from '../test/helpers/test-app'
-import { ROOT } from './support'
+import { percentile, ROOT, round } from './support'
 
 const REQUESTS = Math.min(57, Number(process.env.BENCH_HOSTILE_REQUESTS ?? 20))
 const WARMUP = 3
@@ -105,8 +105,8 @@ for (const [shape, body] of SHAPES) {
     shape,
     bytes,
     status,
-    medianMs: Math.round(times[Math.floor(times.length / 2)]! * 10) / 10,
-    maxMs: Math.round(times.at(-1)! * 10) / 10,
+    medianMs: round(percentile(times, 0.5), 1),
+    maxMs: round(percentile(times, 1), 1),
   }
   rows.push(row)
   console.log(
