@@ -28,6 +28,10 @@ export const EnvSchema = Type.Object({
   LOG_RETENTION_DAYS: Type.Integer({ minimum: 1, maximum: 3650, default: 30 }),
   PLATFORM_RATE_LIMIT_PER_MIN: Type.Integer({ minimum: 1, default: 600_000 }),
   DATABASE_POOL_SIZE: Type.Integer({ minimum: 1, maximum: 200, default: 10 }),
+  // How long a statement of the service waits for a lock another session holds (an ALTER TABLE, a
+  // LOCK TABLE, a source being deleted) before its request is answered 503 with nothing written;
+  // 0 waits as long as the lock is held. PostgreSQL only (PGlite has one session).
+  DATABASE_LOCK_TIMEOUT_MS: Type.Integer({ minimum: 0, maximum: 600_000, default: 5_000 }),
   // At most this many group-commit statements in flight (unset: 1, capped by the pool). One at a
   // time makes the largest groups: fewest statements and commits per lead, and on a 2-core machine
   // the lowest tail at 1,000 leads/s with no loss at saturation (docs/benchmarks.md, "Group-commit
@@ -84,6 +88,8 @@ export interface Config {
   logRetentionDays: number
   platformRateLimitPerMin: number
   databasePoolSize: number
+  /** PostgreSQL's lock_timeout on every connection of the service's pools (DATABASE_LOCK_TIMEOUT_MS; 0: none). */
+  databaseLockTimeoutMs: number
   /** Group-commit statements in flight at most (src/modules/inbound/group-commit.ts); never above the pool. */
   ingestGroupsInFlight: number
   /** INGEST_PIPELINE: the group commit's own pipelined connection (src/db/client.ts). */
@@ -179,6 +185,7 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
     logRetentionDays: env.LOG_RETENTION_DAYS,
     platformRateLimitPerMin: env.PLATFORM_RATE_LIMIT_PER_MIN,
     databasePoolSize: env.DATABASE_POOL_SIZE,
+    databaseLockTimeoutMs: env.DATABASE_LOCK_TIMEOUT_MS,
     ingestGroupsInFlight: Math.min(env.INGEST_GROUPS_IN_FLIGHT ?? 1, env.DATABASE_POOL_SIZE),
     ingestPipeline: env.INGEST_PIPELINE,
     databaseDriver: env.DATABASE_DRIVER,

@@ -23,7 +23,7 @@ export interface HotStatements {
   close(): Promise<void>
 }
 
-export function openBunSql(url: string, max: number): HotStatements {
+export function openBunSql(url: string, max: number, connection: Record<string, string>): HotStatements {
   const client = new SQL(url, {
     max,
     // The same bounds as the postgres.js pool (src/db/client.ts): a lost database answers 503 quickly.
@@ -31,7 +31,8 @@ export function openBunSql(url: string, max: number): HotStatements {
     idleTimeout: 60,
     maxLifetime: 60 * 30,
     prepare: true,
-    connection: { application_name: 'lead-capture' },
+    // the session settings of every pool's connections (src/db/client.ts connectionSettings)
+    connection,
   })
   return {
     accepts(params) {

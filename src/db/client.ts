@@ -65,6 +65,7 @@ export async function openDatabase(
       config.databasePoolSize,
       config.databaseDriver,
       config.ingestPipeline,
+      config.databaseLockTimeoutMs,
     )
   return openPglite(options.inMemory ? undefined : config.dataDir)
 }
@@ -87,6 +88,18 @@ export function splitPool(
   return { postgresJs, bunSql: poolSize - postgresJs - groupCommit, groupCommit }
 }
 
+/**
+ * The session settings every connection of the service's pools starts with (sent at connection
+ * start, no round trip of their own; the migrations' client has none of them). `lock_timeout`: a
+ * statement that waits longer than DATABASE_LOCK_TIMEOUT_MS for a lock another session holds (an
+ * `ALTER TABLE`, a `LOCK TABLE`, a source being deleted) fails with 55P03 and its transaction rolls
+ * back, so its request is answered 503 with nothing written instead of waiting as long as the lock
+ * is held (src/lib/errors.ts, docs/operations.md "Lock waits").
+ */
+export function connectionSettings(lockTimeoutMs: number): Record<string, string> {
+  return { application_name: 'lead-capture', lock_timeout: String(lockTimeoutMs) }
+}
+
 /** postgres.js' settings for both its clients: the shared pool and the group commit's connection. */
 const POSTGRES_JS_OPTIONS = {
   // A lost database must surface quickly as 503, not as a request that waits forever.
@@ -100,7 +113,6 @@ const POSTGRES_JS_OPTIONS = {
   max_lifetime: 60 * 30,
   prepare: true,
   onnotice: () => {},
-  connection: { application_name: 'lead-capture' },
 } satisfies postgres.Options<Record<string, postgres.PostgresType>>
 
 function openPostgres(
@@ -108,13 +120,16 @@ function openPostgres(
   poolSize: number,
   driver: Config['databaseDriver'],
   pipeline: boolean,
+  lockTimeoutMs: number,
 ): DatabaseHandle {
   const pools = splitPool(poolSize, driver, pipeline)
-  const hot: HotStatements | null = pools.bunSql > 0 ? openBunSql(url, pools.bunSql) : null
-  const client = postgres(url, { ...POSTGRES_JS_OPTIONS, max: pools.postgresJs })
+  const connection = connectionSettings(lockTimeoutMs)
+  const hot: HotStatements | null = pools.bunSql > 0 ? openBunSql(url, pools.bunSql, connection) : null
+  const client = postgres(url, { ...POSTGRES_JS_OPTIONS, connection, max: pools.postgresJs })
   // One connection: postgres.js writes a statement on a busy connection at once (up to 100), so
   // the server runs the next group the moment the last one commits.
-  const groupCommit = pools.groupCommit > 0 ? postgres(url, { ...POSTGRES_JS_OPTIONS, max: 1 }) : null
+  const groupCommit =
+    pools.groupCommit > 0 ? postgres(url, { ...POSTGRES_JS_OPTIONS, connection, max: 1 }) : null
   const db = drizzlePostgres(client, { schema }) as unknown as Database
   const location = (() => {
     const parsed = new URL(url)

@@ -160,13 +160,20 @@ export interface DatabaseErrorDescription {
   statement?: string
   /**
    * The server cannot serve now (too many connections 53300, admin shutdown 57P01, starting up
-   * 57P03, connection exceptions 08xxx, connection refused or timed out): 503 + Retry-After, not
-   * 500.
+   * 57P03, connection exceptions 08xxx, connection refused or timed out, a lock held elsewhere
+   * for longer than DATABASE_LOCK_TIMEOUT_MS 55P03): 503 + Retry-After, not 500.
    */
   unavailable: boolean
 }
 
 const MAX_STATEMENT_CHARS = 500
+
+/**
+ * SQLSTATE lock_not_available: a statement waited DATABASE_LOCK_TIMEOUT_MS for a lock another
+ * session holds (src/db/client.ts connectionSettings) and its transaction rolled back. The database
+ * is up: the request is answered 503, the replica stays ready.
+ */
+export const LOCK_NOT_AVAILABLE = '55P03'
 
 /**
  * The one description of a database error: for the unhandled-error log, the start-up failure
@@ -205,6 +212,7 @@ export function describeDatabaseError(error: unknown): DatabaseErrorDescription 
         unavailable:
           CONNECTION_ERROR_CODES.has(code) ||
           code === '53300' ||
+          code === LOCK_NOT_AVAILABLE ||
           code.startsWith('08') ||
           /^57P0[123]$/.test(code),
       }

@@ -1,6 +1,6 @@
 import { Elysia } from 'elysia'
 import type { AppContext } from '../context'
-import { AppError, describeDatabaseError, describeError, errors } from '../lib/errors'
+import { AppError, describeDatabaseError, describeError, errors, LOCK_NOT_AVAILABLE } from '../lib/errors'
 import type { RequestRegistry } from '../lib/http'
 import { describeValidationIssues, type ValidationIssue } from '../lib/validation-messages'
 
@@ -64,6 +64,7 @@ export function errorResponse(
   const meta = registry.get(request)
   let appError: AppError
   const cause = (error as { cause?: unknown }).cause
+  const databaseError = error instanceof AppError ? null : describeDatabaseError(error)
   if (error instanceof AppError) appError = error
   // Elysia wraps whatever a parse hook throws in a ParseError: the input guard's refusals.
   else if (code === 'PARSE' && cause instanceof AppError) appError = cause
@@ -76,7 +77,15 @@ export function errorResponse(
   } else if (code === 'NOT_FOUND') appError = errors.notFound('route')
   else if (code === 'PARSE') appError = errors.invalidBody('the request body could not be parsed')
   else if (code === 'INVALID_COOKIE_SIGNATURE') appError = errors.validation('invalid cookie')
-  else if (describeDatabaseError(error)?.unavailable) {
+  else if (databaseError?.sqlstate === LOCK_NOT_AVAILABLE) {
+    // A lock held elsewhere (a migration, an operator): the database is up and so is the replica,
+    // so /readyz stays ready; taking every replica out of the load balancer would stop what works.
+    ctx.logger.warn('database lock wait timed out', {
+      request_id: meta.requestId,
+      error: describeError(error),
+    })
+    appError = errors.serviceUnavailable()
+  } else if (databaseError?.unavailable) {
     // /readyz reports the replica not ready while this keeps happening (see the health module).
     ctx.lifecycle.databaseUnavailableAt = performance.now()
     ctx.logger.error('database unavailable', { request_id: meta.requestId, error: describeError(error) })

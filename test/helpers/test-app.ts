@@ -48,6 +48,11 @@ export function testDatabase(): Promise<DatabaseHandle> {
 export interface TestAppOptions extends Omit<ContextOverrides, 'database'> {
   env?: Record<string, string>
   /**
+   * A database opened by the test itself (its own settings, such as a lock timeout), on the
+   * database the suite migrated; the shared handle otherwise. The test closes it.
+   */
+  database?: DatabaseHandle
+  /**
    * Check every response against the OpenAPI document (test/helpers/contract.ts); on by default.
    * Off only where a test provokes what no client can be promised (a failing database's 500).
    */
@@ -60,9 +65,10 @@ export interface TestAppOptions extends Omit<ContextOverrides, 'database'> {
 const memoryLogs = new WeakMap<AppContext, LogFields[]>()
 
 export async function makeTestContext(options: TestAppOptions = {}): Promise<AppContext> {
-  const { env, contract: _contract, parts: _parts, ...overrides } = options
+  const { env, contract: _contract, parts: _parts, database: ownDatabase, ...overrides } = options
   const config = testConfig(env)
-  const database = await testDatabase()
+  // the suite's database is migrated before a handle of the test's own is used
+  const database = await testDatabase().then((shared) => ownDatabase ?? shared)
   const logger = createMemoryLogger('debug')
   const ctx = await createContext(config, {
     logger,

@@ -1,6 +1,8 @@
 import { afterAll, describe, expect, test } from 'bun:test'
+import { sql } from 'drizzle-orm'
 import { type Config, loadConfig } from '../../src/config'
 import { type DatabaseHandle, openDatabase, splitPool } from '../../src/db/client'
+import { sqlRows } from '../../src/db/rows'
 import { isUniqueViolation } from '../../src/db/unique-violation'
 import { describeDatabaseError, isDatabaseUnavailable } from '../../src/lib/errors'
 
@@ -108,6 +110,40 @@ describe.skipIf(!databaseUrl).each(DRIVERS)('DatabaseHandle.query on %s', (drive
       expect(isDatabaseUnavailable(error)).toBe(true)
     }
   })
+})
+
+// DATABASE_LOCK_TIMEOUT_MS (src/db/client.ts connectionSettings): every pool the service opens on
+// PostgreSQL starts its connections with it, whichever client a statement takes
+// (test/integration/database-lock-waits.test.ts has what it does to a request).
+describe.skipIf(!databaseUrl).each(DRIVERS)('session settings with %s', (driver) => {
+  test.each([
+    ['1234', '1234ms'],
+    ['0', '0'],
+  ])(
+    'DATABASE_LOCK_TIMEOUT_MS=%p: lock_timeout %p on the hot statements, Drizzle and the pipeline',
+    async (value, shown) => {
+      const database = await openDatabase(
+        loadConfig({
+          DATABASE_URL: databaseUrl,
+          DATABASE_DRIVER: driver,
+          DATABASE_POOL_SIZE: '3',
+          INGEST_PIPELINE: 'true',
+          DATABASE_LOCK_TIMEOUT_MS: value,
+          LOG_LEVEL: 'silent',
+        }),
+      )
+      opened.push(database)
+      const text = `select current_setting('lock_timeout') as lock_timeout, current_setting('application_name') as app, $1::int as n`
+      const expected = { lock_timeout: shown, app: 'lead-capture', n: 1 }
+      expect(await database.query(text, [1])).toEqual([expected])
+      expect(await database.pipeline!.query(text, [1])).toEqual([expected])
+      const [viaDrizzle] = await sqlRows<{ lock_timeout: string; app: string }>(
+        database.db,
+        sql`select current_setting('lock_timeout') as lock_timeout, current_setting('application_name') as app`,
+      )
+      expect(viaDrizzle).toEqual({ lock_timeout: shown, app: 'lead-capture' })
+    },
+  )
 })
 
 // The group commit's own connection (src/db/client.ts): postgres.js writes a statement sent while

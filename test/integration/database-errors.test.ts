@@ -47,6 +47,7 @@ describe('describeDatabaseError', () => {
     ['CONNECT_TIMEOUT', 'write CONNECT_TIMEOUT 127.0.0.1:5432'],
     ['ECONNREFUSED', 'connect ECONNREFUSED 127.0.0.1:5432'],
     ['CONNECTION_CLOSED', 'write CONNECTION_CLOSED 127.0.0.1:5432'],
+    ['55P03', 'canceling statement due to lock timeout'],
   ]
   const serviceable: Array<[string, string]> = [
     ['23505', 'duplicate key value violates unique constraint "leads_email_key"'],

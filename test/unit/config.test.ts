@@ -18,9 +18,25 @@ describe('config', () => {
       logRetentionDays: 30,
       platformRateLimitPerMin: 600_000,
       databasePoolSize: 10,
+      databaseLockTimeoutMs: 5_000,
       databaseDriver: 'bun-sql',
     })
   })
+
+  test.each([
+    ['0', 0],
+    ['250', 250],
+    ['600000', 600_000],
+  ])('DATABASE_LOCK_TIMEOUT_MS %p: %p ms (0: wait as long as a lock is held)', (value, expected) => {
+    expect(loadConfig({ DATABASE_LOCK_TIMEOUT_MS: value }).databaseLockTimeoutMs).toBe(expected)
+  })
+
+  test.each(['-1', '600001', '1.5', '5s'])(
+    'DATABASE_LOCK_TIMEOUT_MS %p is refused, naming the variable',
+    (value) => {
+      expect(() => loadConfig({ DATABASE_LOCK_TIMEOUT_MS: value })).toThrow(/DATABASE_LOCK_TIMEOUT_MS/)
+    },
+  )
 
   test('a pool of 1 keeps postgres.js unless bun-sql is asked for (which cannot split one connection)', () => {
     expect(loadConfig({ DATABASE_POOL_SIZE: '1' }).databaseDriver).toBe('postgres-js')
