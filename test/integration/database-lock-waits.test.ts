@@ -6,7 +6,7 @@ import { type DatabaseHandle, openDatabase } from '../../src/db/client'
 import { leads } from '../../src/db/schema'
 import { uniqueEmail } from '../helpers/emails'
 import { createLead, createSignedInUser, createSource } from '../helpers/factories'
-import { post } from '../helpers/inbound'
+import { logsOf, post } from '../helpers/inbound'
 import { call, makeTestApp, request, testConfig } from '../helpers/test-app'
 
 /**
@@ -26,17 +26,23 @@ const ANSWER_SLACK_MS = 4_000
 const DRIVERS = ['bun-sql', 'postgres-js'] as const
 
 const opened: DatabaseHandle[] = []
-const holders: postgres.Sql[] = []
 afterAll(async () => {
   for (const handle of opened) await handle.close()
-  for (const holder of holders) await holder.end({ timeout: 5 })
 })
 
-async function appWithLockTimeout(driver: Config['databaseDriver']) {
-  const env = { DATABASE_DRIVER: driver, DATABASE_LOCK_TIMEOUT_MS: String(LOCK_TIMEOUT_MS) }
-  const database = await openDatabase(testConfig(env))
-  opened.push(database)
-  return makeTestApp({ env, database })
+/** One app per client of the hot statements, on a database handle with the short lock timeout. */
+const apps = new Map<Config['databaseDriver'], ReturnType<typeof makeTestApp>>()
+function appWithLockTimeout(driver: Config['databaseDriver']) {
+  let app = apps.get(driver)
+  if (!app) {
+    const env = { DATABASE_DRIVER: driver, DATABASE_LOCK_TIMEOUT_MS: String(LOCK_TIMEOUT_MS) }
+    app = openDatabase(testConfig(env)).then((database) => {
+      opened.push(database)
+      return makeTestApp({ env, database })
+    })
+    apps.set(driver, app)
+  }
+  return app
 }
 
 /**
@@ -45,13 +51,11 @@ async function appWithLockTimeout(driver: Config['databaseDriver']) {
  */
 async function holdLock(statement: string, params: string[] = []): Promise<() => Promise<void>> {
   const holder = postgres(databaseUrl!, { max: 1, onnotice: () => {} })
-  holders.push(holder)
-  const connection = await holder.reserve()
-  await connection.unsafe('begin')
-  await connection.unsafe(statement, params)
+  await holder.unsafe('begin')
+  await holder.unsafe(statement, params)
   return async () => {
-    await connection.unsafe('rollback')
-    connection.release()
+    await holder.unsafe('rollback')
+    await holder.end({ timeout: 5 })
   }
 }
 
@@ -79,20 +83,19 @@ async function expectLockRefusal(response: Response): Promise<void> {
   })
 }
 
-/** What a webhook's writers wait on: every table ingest_leads() reads or writes, and the source lock. */
+/**
+ * The locks a webhook POST can meet: each table ingest_leads() and log_deliveries() read or write,
+ * and the source's advisory lock, which is what a source's delete holds while it removes the
+ * source's delivery log (webhook_sources_wait_for_writers).
+ */
 const INBOUND_LOCKS: Array<{ name: string; statement: (sourceId: string) => [string, string[]] }> = [
-  { name: 'leads', statement: () => ['lock table leads in access exclusive mode', []] },
-  { name: 'delivery_logs', statement: () => ['lock table delivery_logs in access exclusive mode', []] },
+  ...['leads', 'delivery_logs', 'inbound_rate_windows', 'webhook_endpoints', 'webhook_sources'].map(
+    (table) => ({
+      name: table,
+      statement: (): [string, string[]] => [`lock table ${table} in access exclusive mode`, []],
+    }),
+  ),
   {
-    name: 'inbound_rate_windows',
-    statement: () => ['lock table inbound_rate_windows in access exclusive mode', []],
-  },
-  {
-    name: 'webhook_endpoints',
-    statement: () => ['lock table webhook_endpoints in access exclusive mode', []],
-  },
-  {
-    // what a source's delete holds while it removes the source's logs (webhook_sources_wait_for_writers)
     name: "the source's advisory lock",
     statement: (sourceId) => [
       `select pg_advisory_xact_lock(hashtextextended('source:' || $1, 0))`,
@@ -101,39 +104,113 @@ const INBOUND_LOCKS: Array<{ name: string; statement: (sourceId: string) => [str
   },
 ]
 
+/**
+ * What a webhook POST can be, each with the locks it waits on and its answer when nothing holds
+ * them: a new lead (group commit), and two refusals that are still counted against the key and
+ * logged (log_deliveries(), on the request's path: the per-key limit's verdict comes from it).
+ */
+const INBOUND_KINDS: Array<{
+  name: string
+  body: (address: string) => { json?: unknown; raw?: string }
+  waitsOn: string[]
+  status: number
+  answer: Record<string, unknown>
+  /** Whether the kind stores a lead under the address. */
+  stores: boolean
+}> = [
+  {
+    name: 'a new lead',
+    body: (address) => ({ json: { email: address } }),
+    waitsOn: INBOUND_LOCKS.map((lock) => lock.name),
+    status: 200,
+    answer: { status: 'created', success: true },
+    stores: true,
+  },
+  {
+    name: 'a submission without contact (missing_contact)',
+    body: () => ({ json: { first_name: 'Ada' } }),
+    waitsOn: ['delivery_logs', 'inbound_rate_windows', 'webhook_sources', "the source's advisory lock"],
+    status: 200,
+    answer: { status: 'error', success: false, error: 'missing_contact' },
+    stores: false,
+  },
+  {
+    name: 'a body that is not JSON',
+    body: () => ({ raw: '{"email": ' }),
+    waitsOn: ['delivery_logs', 'inbound_rate_windows', 'webhook_sources', "the source's advisory lock"],
+    status: 400,
+    answer: { error: 'invalid_json' },
+    stores: false,
+  },
+]
+
+function postKind(
+  app: Awaited<ReturnType<typeof makeTestApp>>['app'],
+  apiKey: string,
+  body: { json?: unknown; raw?: string },
+) {
+  if (body.json !== undefined) return post(app, apiKey, body.json)
+  return app.handle(
+    request('POST', `/api/webhook/lead/${apiKey}`, {
+      body: body.raw,
+      headers: { 'content-type': 'application/json' },
+    }),
+  )
+}
+
 describe.skipIf(!databaseUrl).each(DRIVERS)('a lock held elsewhere, hot statements on %s', (driver) => {
-  for (const lock of INBOUND_LOCKS) {
-    test(`inbound POST behind ${lock.name}: 503 + Retry-After within the timeout, nothing written, stored once released`, async () => {
-      const { app, ctx } = await appWithLockTimeout(driver)
-      const { organization } = await createSignedInUser(ctx)
-      const { source, apiKey } = await createSource(ctx, organization.id)
-      // the source is in the replica's cache before the lock, as it is for a source in use
-      expect((await post(app, apiKey, { email: uniqueEmail('warm') })).status).toBe(200)
-      const address = uniqueEmail('locked')
-      const [statement, params] = lock.statement(source.id)
-      const release = await holdLock(statement, params)
-      try {
-        const started = performance.now()
-        const response = await answeredWithin(
-          post(app, apiKey, { email: address }),
-          LOCK_TIMEOUT_MS + ANSWER_SLACK_MS,
-        )
-        expect(performance.now() - started).toBeGreaterThanOrEqual(LOCK_TIMEOUT_MS - 20)
-        await expectLockRefusal(response)
-        // readiness is the replica's, not a lock's
-        const readiness = await app.handle(request('GET', '/readyz'))
-        expect(readiness.status).toBe(200)
-      } finally {
-        await release()
-      }
-      const stored = () =>
-        ctx.db.select({ id: leads.id }).from(leads).where(eq(leads.emailNormalized, address))
-      expect(await stored()).toEqual([])
-      const retried = await post(app, apiKey, { email: address })
-      expect(retried.status).toBe(200)
-      expect(await retried.json()).toMatchObject({ status: 'created', success: true })
-      expect(await stored()).toHaveLength(1)
-    }, 20_000)
+  for (const kind of INBOUND_KINDS) {
+    for (const lock of INBOUND_LOCKS) {
+      const waits = kind.waitsOn.includes(lock.name)
+      const outcome = waits
+        ? '503 + Retry-After within the timeout, nothing written, answered as usual once released'
+        : `answered as usual (${kind.status}) without waiting`
+      test(`webhook POST, ${kind.name}, behind ${lock.name}: ${outcome}`, async () => {
+        const { app, ctx } = await appWithLockTimeout(driver)
+        const { organization } = await createSignedInUser(ctx)
+        const { source, apiKey } = await createSource(ctx, organization.id)
+        // the source is in the replica's cache before the lock, as it is for a source in use
+        expect((await post(app, apiKey, { email: uniqueEmail('warm') })).status).toBe(200)
+        const address = uniqueEmail('locked')
+        const logCount = async () => (await logsOf(ctx, source.id)).length
+        const logsBefore = await logCount()
+        const [statement, params] = lock.statement(source.id)
+        const release = await holdLock(statement, params)
+        try {
+          const started = performance.now()
+          const response = await answeredWithin(
+            postKind(app, apiKey, kind.body(address)),
+            LOCK_TIMEOUT_MS + ANSWER_SLACK_MS,
+          )
+          const waited = performance.now() - started
+          if (waits) {
+            expect(waited).toBeGreaterThanOrEqual(LOCK_TIMEOUT_MS - 20)
+            await expectLockRefusal(response)
+          } else {
+            expect(waited).toBeLessThan(LOCK_TIMEOUT_MS)
+            expect(response.status).toBe(kind.status)
+            expect(await response.json()).toMatchObject(kind.answer)
+          }
+          // readiness is the replica's, not a lock's
+          const readiness = await app.handle(request('GET', '/readyz'))
+          expect(readiness.status).toBe(200)
+        } finally {
+          await release()
+        }
+        const stored = () =>
+          ctx.db.select({ id: leads.id }).from(leads).where(eq(leads.emailNormalized, address))
+        // a refused request wrote nothing: no lead, no log entry
+        expect(await stored()).toHaveLength(!waits && kind.stores ? 1 : 0)
+        expect(await logCount()).toBe(logsBefore + (waits ? 0 : 1))
+        if (waits) {
+          const retried = await postKind(app, apiKey, kind.body(address))
+          expect(retried.status).toBe(kind.status)
+          expect(await retried.json()).toMatchObject(kind.answer)
+          expect(await stored()).toHaveLength(kind.stores ? 1 : 0)
+          expect(await logCount()).toBe(logsBefore + 1)
+        }
+      }, 20_000)
+    }
   }
 
   const MANAGEMENT_READS: Array<{ table: string; path: (sourceId: string) => string }> = [
