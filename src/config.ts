@@ -42,6 +42,11 @@ export const EnvSchema = Type.Object({
   // more throughput at saturation on a slow machine, less on a fast one, a higher p99 at 1,000
   // leads/s (docs/benchmarks.md, A18-A21).
   INGEST_PIPELINE: Type.Boolean({ default: false }),
+  // How long a group of leads waits for the database's answer before its leads are answered 503
+  // and the connections of the hot statements are replaced: a database host that vanished without
+  // closing its connections would otherwise hold every later lead of the replica (src/db/client.ts
+  // replaceHotConnections, docs/operations.md "A database host that vanishes").
+  INGEST_ANSWER_TIMEOUT_MS: Type.Integer({ minimum: 100, maximum: 600_000, default: 15_000 }),
   // Which client sends the parameterised hot statements (the group commit, the delivery log):
   // Bun's built-in Bun.sql or postgres.js (Drizzle's driver, which runs everything else either way).
   // docs/benchmarks.md has the comparison. Unset with a pool of 1: postgres.js (see loadConfig).
@@ -94,6 +99,8 @@ export interface Config {
   ingestGroupsInFlight: number
   /** INGEST_PIPELINE: the group commit's own pipelined connection (src/db/client.ts). */
   ingestPipeline: boolean
+  /** A group without the database's answer after this long is answered 503 (INGEST_ANSWER_TIMEOUT_MS). */
+  ingestAnswerTimeoutMs: number
   /** The client of the hot statements; `bun-sql` splits DATABASE_POOL_SIZE between two pools (src/db/client.ts). */
   databaseDriver: 'postgres-js' | 'bun-sql'
   redisDriver: 'ioredis' | 'bun'
@@ -188,6 +195,7 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
     databaseLockTimeoutMs: env.DATABASE_LOCK_TIMEOUT_MS,
     ingestGroupsInFlight: Math.min(env.INGEST_GROUPS_IN_FLIGHT ?? 1, env.DATABASE_POOL_SIZE),
     ingestPipeline: env.INGEST_PIPELINE,
+    ingestAnswerTimeoutMs: env.INGEST_ANSWER_TIMEOUT_MS,
     databaseDriver: env.DATABASE_DRIVER,
     redisDriver: env.REDIS_DRIVER,
     redisKeyPrefix: env.REDIS_KEY_PREFIX,

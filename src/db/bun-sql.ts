@@ -20,7 +20,8 @@ export interface HotStatements {
   accepts(params: unknown[]): boolean
   query<Row>(text: string, params: unknown[]): Promise<Row[]>
   ping(): Promise<void>
-  close(): Promise<void>
+  /** Closes the pool, waiting at most `timeoutSeconds` for what runs (0: at once). */
+  close(timeoutSeconds: number): Promise<void>
 }
 
 export function openBunSql(url: string, max: number, connection: Record<string, string>): HotStatements {
@@ -57,8 +58,8 @@ export function openBunSql(url: string, max: number, connection: Record<string, 
         throw asPostgresJsError(error, 'select 1')
       }
     },
-    async close() {
-      await client.close({ timeout: 5 })
+    async close(timeoutSeconds) {
+      await client.close({ timeout: timeoutSeconds })
     },
   }
 }

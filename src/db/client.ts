@@ -47,6 +47,15 @@ export interface DatabaseHandle {
    * docs/architecture.md "Group commit".
    */
   pipeline: PipelinedStatements | null
+  /**
+   * Opens new connections for `query`'s Bun.sql pool and the pipeline's connection and closes the
+   * old ones at once, failing what still runs on them. The group commit calls it when a group's
+   * answer did not come within INGEST_ANSWER_TIMEOUT_MS: a database host that vanished without
+   * closing its connections leaves them waiting for ~15 minutes (TCP's retransmissions), or for
+   * ever behind a proxy that keeps them open, and a pool would keep handing them out. postgres.js'
+   * shared pool (Drizzle's, and `query`'s with DATABASE_DRIVER=postgres-js) and PGlite are kept.
+   */
+  replaceHotConnections(): void
   close(): Promise<void>
 }
 
@@ -124,12 +133,15 @@ function openPostgres(
 ): DatabaseHandle {
   const pools = splitPool(poolSize, driver, pipeline)
   const connection = connectionSettings(lockTimeoutMs)
-  const hot: HotStatements | null = pools.bunSql > 0 ? openBunSql(url, pools.bunSql, connection) : null
-  const client = postgres(url, { ...POSTGRES_JS_OPTIONS, connection, max: pools.postgresJs })
+  const openHot = () => (pools.bunSql > 0 ? openBunSql(url, pools.bunSql, connection) : null)
   // One connection: postgres.js writes a statement on a busy connection at once (up to 100), so
   // the server runs the next group the moment the last one commits.
-  const groupCommit =
+  const openGroupCommit = () =>
     pools.groupCommit > 0 ? postgres(url, { ...POSTGRES_JS_OPTIONS, connection, max: 1 }) : null
+  // Replaced whole by replaceHotConnections: every use below reads the current one.
+  let hot: HotStatements | null = openHot()
+  let groupCommit = openGroupCommit()
+  const client = postgres(url, { ...POSTGRES_JS_OPTIONS, connection, max: pools.postgresJs })
   const db = drizzlePostgres(client, { schema }) as unknown as Database
   const location = (() => {
     const parsed = new URL(url)
@@ -144,10 +156,19 @@ function openPostgres(
       async query<Row>(text: string, params: unknown[]) {
         // JSON text for a jsonb parameter is bound as text: postgres.js would encode a string bound
         // to a described jsonb parameter as a JSON string.
-        return (await groupCommit.unsafe(jsonbAsText(text), params as postgres.ParameterOrJSON<never>[], {
+        return (await groupCommit!.unsafe(jsonbAsText(text), params as postgres.ParameterOrJSON<never>[], {
           prepare: true,
         })) as unknown as Row[]
       },
+    },
+    replaceHotConnections() {
+      const [oldHot, oldGroupCommit] = [hot, groupCommit]
+      hot = openHot()
+      groupCommit = openGroupCommit()
+      // Closed at once: a vanished host never answers a goodbye, and what still runs on them has
+      // been answered already (its caller gave up on it).
+      void oldHot?.close(0).catch(() => {})
+      void oldGroupCommit?.end({ timeout: 0 }).catch(() => {})
     },
     async ping() {
       await Promise.all([client`select 1`, hot?.ping(), groupCommit ? groupCommit`select 1` : null])
@@ -165,7 +186,7 @@ function openPostgres(
       })) as unknown as Row[]
     },
     async close() {
-      await Promise.all([client.end({ timeout: 5 }), hot?.close(), groupCommit?.end({ timeout: 5 })])
+      await Promise.all([client.end({ timeout: 5 }), hot?.close(5), groupCommit?.end({ timeout: 5 })])
     },
   }
 }
@@ -208,6 +229,8 @@ async function openPglite(dataDir: string | undefined): Promise<DatabaseHandle> 
     async query<Row>(text: string, params: unknown[]) {
       return (await client.query<Row>(text, params)).rows
     },
+    // One in-process connection: nothing to replace.
+    replaceHotConnections() {},
     async close() {
       try {
         if (!client.closed) await client.close()

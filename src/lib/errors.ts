@@ -149,6 +149,8 @@ const CONNECTION_ERROR_CODES = new Set([
   'CONNECTION_ENDED',
   'CONNECTION_DESTROYED',
   'CONNECT_TIMEOUT',
+  // the group commit's own bound on an answer (INGEST_ANSWER_TIMEOUT_MS, DatabaseAnswerTimeoutError)
+  'ANSWER_TIMEOUT',
 ])
 
 /** What may be logged about a failed database call, and whether the server cannot serve now. */

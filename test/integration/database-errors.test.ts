@@ -48,6 +48,7 @@ describe('describeDatabaseError', () => {
     ['ECONNREFUSED', 'connect ECONNREFUSED 127.0.0.1:5432'],
     ['CONNECTION_CLOSED', 'write CONNECTION_CLOSED 127.0.0.1:5432'],
     ['55P03', 'canceling statement due to lock timeout'],
+    ['ANSWER_TIMEOUT', 'the database did not answer within 15000 ms'],
   ]
   const serviceable: Array<[string, string]> = [
     ['23505', 'duplicate key value violates unique constraint "leads_email_key"'],

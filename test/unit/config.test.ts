@@ -31,6 +31,13 @@ describe('config', () => {
     expect(loadConfig({ DATABASE_LOCK_TIMEOUT_MS: value }).databaseLockTimeoutMs).toBe(expected)
   })
 
+  test('INGEST_ANSWER_TIMEOUT_MS: 15 s unless set; 100 ms to 10 minutes', () => {
+    expect(loadConfig({}).ingestAnswerTimeoutMs).toBe(15_000)
+    expect(loadConfig({ INGEST_ANSWER_TIMEOUT_MS: '100' }).ingestAnswerTimeoutMs).toBe(100)
+    for (const value of ['0', '99', '600001', '2.5', 'soon'])
+      expect(() => loadConfig({ INGEST_ANSWER_TIMEOUT_MS: value })).toThrow(/INGEST_ANSWER_TIMEOUT_MS/)
+  })
+
   test.each(['-1', '600001', '1.5', '5s'])(
     'DATABASE_LOCK_TIMEOUT_MS %p is refused, naming the variable',
     (value) => {

@@ -33,6 +33,21 @@ export class SourceGoneError extends Error {
 }
 
 /**
+ * The database did not answer a group within INGEST_ANSWER_TIMEOUT_MS. Its code is one of the
+ * connection codes src/lib/errors.ts counts as "cannot serve now": its leads are answered 503 with
+ * Retry-After. Whether the statement committed is unknown (a slow server may still commit it): a
+ * sender's retry of such a lead is merged with it by the dedup rules, never stored twice.
+ */
+export class DatabaseAnswerTimeoutError extends Error {
+  readonly code = 'ANSWER_TIMEOUT'
+
+  constructor(readonly timeoutMs: number) {
+    super(`the database did not answer within ${timeoutMs} ms`)
+    this.name = 'DatabaseAnswerTimeoutError'
+  }
+}
+
+/**
  * What the group commit did with one lead: stored it (created or updated), or refused it because
  * its key was over the limit (nothing written). Either way the key's window after it.
  */
@@ -230,9 +245,12 @@ export class GroupCommitWriter {
     let rows: IngestRow[]
     const sentAt = this.slowStatementMs === null ? 0 : performance.now()
     try {
-      rows = await this.repository.ingestLeads(
-        group.map((waiting) => waiting.item),
-        pipelined,
+      rows = await this.answerWithin(
+        this.repository.ingestLeads(
+          group.map((waiting) => waiting.item),
+          pipelined,
+        ),
+        group.length,
       )
       if (this.slowStatementMs !== null) this.noteSlowGroup(group, sentAt, this.slowStatementMs)
     } catch (error) {
@@ -274,6 +292,39 @@ export class GroupCommitWriter {
         if (!answered.has(waiting.item.idx)) waiting.reject(new SourceGoneError(waiting.item.source_id))
       }
     }
+  }
+
+  /**
+   * The group's rows, or after INGEST_ANSWER_TIMEOUT_MS a DatabaseAnswerTimeoutError, and the hot
+   * statements' connections replaced (DatabaseHandle.replaceHotConnections): a host that vanished
+   * without closing its connections would hold the group, and with it every later lead of this
+   * replica, until TCP gives up (~15 minutes) or for ever behind a proxy that keeps them open.
+   * Rejecting frees the group's slot (write's caller), so the next group goes out on a new
+   * connection. The statement is abandoned: how it ends is nobody's answer any more.
+   */
+  private answerWithin(statement: Promise<IngestRow[]>, size: number): Promise<IngestRow[]> {
+    const timeoutMs = this.ctx.config.ingestAnswerTimeoutMs
+    return new Promise<IngestRow[]>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        statement.catch(() => {})
+        this.ctx.logger.error('group commit: no answer from the database; its connections replaced', {
+          timeout_ms: timeoutMs,
+          size,
+        })
+        this.ctx.database.replaceHotConnections()
+        reject(new DatabaseAnswerTimeoutError(timeoutMs))
+      }, timeoutMs)
+      statement.then(
+        (rows) => {
+          clearTimeout(timer)
+          resolve(rows)
+        },
+        (error: unknown) => {
+          clearTimeout(timer)
+          reject(error)
+        },
+      )
+    })
   }
 
   /** One line per slow group (DIAGNOSE_STALLS): its statement's span and its oldest lead's wait. */

@@ -1,0 +1,242 @@
+import { afterAll, describe, expect, test } from 'bun:test'
+import type { Socket, TCPSocketListener } from 'bun'
+import { sql } from 'drizzle-orm'
+import postgres from 'postgres'
+import type { Config } from '../../src/config'
+import { type DatabaseHandle, openDatabase } from '../../src/db/client'
+import { uniqueEmail } from '../helpers/emails'
+import { createOrganization, createSource } from '../helpers/factories'
+import { post } from '../helpers/inbound'
+import { makeTestApp, testConfig } from '../helpers/test-app'
+
+/**
+ * A database host that vanishes without closing its connections (a crashed machine, a failover
+ * behind a proxy or NAT that keeps the sockets open): nothing answers, and TCP gives up only after
+ * ~15 minutes, or never when a proxy keeps acknowledging. Before INGEST_ANSWER_TIMEOUT_MS the
+ * group commit's statement waited for that answer, and with one group in flight every later lead
+ * of the replica waited behind it: webhook POSTs unanswered after 10 s, five in a row, while
+ * /readyz answered 200 again after ~50 s (its ping found fresh connections). Now a group without an
+ * answer is answered 503 + Retry-After within the timeout, the hot statements' connections are
+ * replaced, and the next lead is stored on a new connection (the failover's host) without a restart.
+ *
+ * The host is a TCP proxy of the test's own on a free loopback port: `vanish()` makes every
+ * connection open at that moment drop what it receives, both ways, and keep the socket open;
+ * connections made afterwards are forwarded as before.
+ */
+const databaseUrl = process.env.DATABASE_URL
+const ANSWER_TIMEOUT_MS = 600
+const ANSWER_SLACK_MS = 4_000
+
+interface Link {
+  upstream: Socket<undefined> | null
+  pending: Uint8Array[]
+  dead: boolean
+}
+
+function vanishingProxy(target: URL): { port: number; vanish(): number; stop(): void } {
+  const links = new Set<Link>()
+  const listener: TCPSocketListener<Link> = Bun.listen<Link>({
+    hostname: '127.0.0.1',
+    port: 0,
+    socket: {
+      open(client) {
+        const link: Link = { upstream: null, pending: [], dead: false }
+        client.data = link
+        links.add(link)
+        void Bun.connect<undefined>({
+          hostname: target.hostname,
+          port: Number(target.port || 5432),
+          socket: {
+            open(upstream) {
+              link.upstream = upstream
+              for (const chunk of link.pending) upstream.write(chunk)
+              link.pending = []
+            },
+            data(_upstream, chunk) {
+              if (!link.dead) client.write(chunk)
+            },
+            close() {
+              if (!link.dead) client.end()
+            },
+          },
+        })
+      },
+      data(client, chunk) {
+        const link = client.data
+        if (link.dead) return
+        if (link.upstream) link.upstream.write(chunk)
+        else link.pending.push(new Uint8Array(chunk))
+      },
+      close(client) {
+        links.delete(client.data)
+        client.data.upstream?.end()
+      },
+    },
+  })
+  return {
+    port: listener.port,
+    vanish() {
+      for (const link of links) link.dead = true
+      return links.size
+    },
+    stop() {
+      listener.stop(true)
+      for (const link of links) link.upstream?.end()
+    },
+  }
+}
+
+const opened: DatabaseHandle[] = []
+const proxies: Array<{ stop(): void }> = []
+afterAll(async () => {
+  for (const proxy of proxies) proxy.stop()
+  // a vanished connection never answers a goodbye: do not wait for one
+  await Promise.all(opened.map((handle) => Promise.race([handle.close(), Bun.sleep(1_000)])))
+})
+
+async function answeredWithin(response: Promise<Response>, ms: number): Promise<Response> {
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms)
+  })
+  try {
+    return await Promise.race([response, late])
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
+/**
+ * `recovers`: the next lead is stored on new connections. With DATABASE_DRIVER=postgres-js the
+ * group commit's statements run on Drizzle's postgres.js pool, which the replica cannot replace
+ * under Drizzle: its leads are answered 503 within the timeout, every time, until TCP gives up on
+ * the old connections (docs/operations.md "A database host that vanishes").
+ */
+const VARIANTS: Array<{ name: string; env: Record<string, string>; recovers: boolean }> = [
+  { name: 'Bun.sql (the default)', env: { DATABASE_DRIVER: 'bun-sql' }, recovers: true },
+  {
+    name: 'Bun.sql with the pipelined group connection',
+    env: { DATABASE_DRIVER: 'bun-sql', INGEST_PIPELINE: 'true' },
+    recovers: true,
+  },
+  { name: 'postgres.js', env: { DATABASE_DRIVER: 'postgres-js' }, recovers: false },
+]
+
+describe.skipIf(!databaseUrl)('the database host vanishes', () => {
+  for (const variant of VARIANTS) {
+    test(`${variant.name}: a lead without an answer is 503 within INGEST_ANSWER_TIMEOUT_MS${variant.recovers ? '; the next is stored on new connections' : ', and the next'}`, async () => {
+      const proxy = vanishingProxy(new URL(databaseUrl!))
+      proxies.push(proxy)
+      const viaProxy = new URL(databaseUrl!)
+      viaProxy.hostname = '127.0.0.1'
+      viaProxy.port = String(proxy.port)
+      const env: Record<string, string> = {
+        ...variant.env,
+        DATABASE_URL: viaProxy.toString(),
+        INGEST_ANSWER_TIMEOUT_MS: String(ANSWER_TIMEOUT_MS),
+      }
+      const database = await openDatabase(testConfig(env))
+      opened.push(database)
+      const { app, ctx } = await makeTestApp({ env: env as Partial<Record<keyof Config, string>>, database })
+      const organization = await createOrganization(ctx)
+      const { apiKey } = await createSource(ctx, organization.id)
+      expect((await post(app, apiKey, { email: uniqueEmail('before') })).status).toBe(200)
+      // Every connection of every pool open before the host vanishes, as on a replica under load:
+      // a pool that opened a new one for the next statement would hide the old ones.
+      const poolSize = testConfig(env).databasePoolSize
+      const busy = 'select pg_sleep(0.05)'
+      await Promise.all([
+        ...Array.from({ length: poolSize }, () => database.query(busy, [])),
+        ...Array.from({ length: poolSize }, () => ctx.db.execute(sql.raw(busy))),
+        ...(database.pipeline ? [database.pipeline.query(busy, [])] : []),
+      ])
+
+      expect(proxy.vanish()).toBeGreaterThan(0)
+      const lost = uniqueEmail('vanished')
+      const started = performance.now()
+      const response = await answeredWithin(
+        post(app, apiKey, { email: lost }),
+        ANSWER_TIMEOUT_MS + ANSWER_SLACK_MS,
+      )
+      expect(performance.now() - started).toBeGreaterThanOrEqual(ANSWER_TIMEOUT_MS - 20)
+      expect(response.status).toBe(503)
+      expect(response.headers.get('retry-after')).toBe('5')
+      expect(await response.json()).toEqual({
+        error: 'service_unavailable',
+        message: 'the service is temporarily unavailable, retry shortly',
+        request_id: response.headers.get('x-request-id'),
+      })
+
+      // The failover's host: new connections are forwarded. No restart of the replica.
+      const after = uniqueEmail('after')
+      const next = await answeredWithin(
+        post(app, apiKey, { email: after }),
+        ANSWER_TIMEOUT_MS + ANSWER_SLACK_MS,
+      )
+      if (!variant.recovers) {
+        // bounded, still: never a lead left waiting
+        expect(next.status).toBe(503)
+        expect(next.headers.get('retry-after')).toBe('5')
+        return
+      }
+      expect(next.status).toBe(200)
+      expect(await next.json()).toMatchObject({ status: 'created', success: true })
+      // read on a connection of the test's own, straight to the server
+      const direct = postgres(databaseUrl!, { max: 1, onnotice: () => {} })
+      try {
+        const rowsOf = (address: string) => direct`select id from leads where email_normalized = ${address}`
+        expect(await rowsOf(after)).toHaveLength(1)
+        // The vanished statement never reached the server: the lead answered 503 was not stored.
+        expect(await rowsOf(lost)).toHaveLength(0)
+      } finally {
+        await direct.end({ timeout: 5 })
+      }
+    }, 30_000)
+  }
+})
+
+/**
+ * The other side of the timeout: a server that is slow, not gone. The group's statement waits on a
+ * lock (DATABASE_LOCK_TIMEOUT_MS=0: as long as it is held) past INGEST_ANSWER_TIMEOUT_MS, so its
+ * lead is answered 503; the connection is closed under it, but the server only notices once it
+ * writes the answer, so the statement may still commit when the lock goes. A 503 from the timeout
+ * therefore means "unknown", and the sender's retry is merged with the stored lead: one row, never
+ * two.
+ */
+describe.skipIf(!databaseUrl)('a database slower than INGEST_ANSWER_TIMEOUT_MS', () => {
+  test('503 within the timeout; once the lock goes, a retry is answered 200 and the lead exists once', async () => {
+    const env = { INGEST_ANSWER_TIMEOUT_MS: String(ANSWER_TIMEOUT_MS), DATABASE_LOCK_TIMEOUT_MS: '0' }
+    const database = await openDatabase(testConfig(env))
+    opened.push(database)
+    const { app, ctx } = await makeTestApp({ env, database })
+    const organization = await createOrganization(ctx)
+    const { apiKey } = await createSource(ctx, organization.id)
+    expect((await post(app, apiKey, { email: uniqueEmail('warm') })).status).toBe(200)
+    const holder = postgres(databaseUrl!, { max: 1, onnotice: () => {} })
+    const address = uniqueEmail('slow')
+    try {
+      await holder.unsafe('begin')
+      await holder.unsafe('lock table delivery_logs in access exclusive mode')
+      const started = performance.now()
+      const response = await answeredWithin(
+        post(app, apiKey, { email: address }),
+        ANSWER_TIMEOUT_MS + ANSWER_SLACK_MS,
+      )
+      expect(performance.now() - started).toBeGreaterThanOrEqual(ANSWER_TIMEOUT_MS - 20)
+      expect(response.status).toBe(503)
+      expect(response.headers.get('retry-after')).toBe('5')
+      expect((await response.json()).error).toBe('service_unavailable')
+      await holder.unsafe('rollback')
+      const retried = await post(app, apiKey, { email: address })
+      expect(retried.status).toBe(200)
+      const answer = await retried.json()
+      expect(answer).toMatchObject({ success: true })
+      expect(['created', 'updated']).toContain(answer.status)
+      const rows = await holder`select id from leads where email_normalized = ${address}`
+      expect(rows).toHaveLength(1)
+      expect(rows[0]!.id).toBe(answer.lead_id)
+    } finally {
+      await holder.end({ timeout: 5 })
+    }
+  }, 30_000)
+})
