@@ -38,6 +38,23 @@ export function errorsPlugin(
   })
 }
 
+/** nginx's status for a request whose client closed the connection before the answer. */
+export const CLIENT_CLOSED_REQUEST = 499
+
+/**
+ * Whether an error is what reading a request's body throws once its client has gone: Bun's
+ * AbortError ("The connection was closed."), or Elysia's PARSE error wrapping the failed read.
+ * Only consulted when the request's signal says the client has gone.
+ */
+function isClientGone(error: unknown, code: string | number | undefined): boolean {
+  if (code === 'PARSE') return true
+  for (let current: unknown = error, depth = 0; current && depth < 4; depth++) {
+    if (current instanceof Error && current.name === 'AbortError') return true
+    current = (current as { cause?: unknown }).cause
+  }
+  return false
+}
+
 /**
  * The answer to an error: the plugin's, and the webhook POST's, which is served before Elysia's
  * lifecycle (src/modules/inbound/direct-post.ts) and so never reaches onError. `code` is Elysia's
@@ -62,6 +79,14 @@ export function errorResponse(
   },
 ): Response {
   const meta = registry.get(request)
+  // The client closed the connection before the answer (a tab closed, a phone that lost its
+  // network, a sender's own timeout): nobody reads it, and a body read that failed for it is not the
+  // server's error. 499 in the access line (nginx's "client closed request"), no error line: before,
+  // an alert on error lines or on the 5xx rate paged for every such client
+  // (test/integration/client-disconnect.test.ts). A server-side failure meanwhile is still logged.
+  const clientGone = () =>
+    new Response(null, { status: CLIENT_CLOSED_REQUEST, headers: { 'x-request-id': meta.requestId } })
+  if (request.signal.aborted && isClientGone(error, code)) return clientGone()
   let appError: AppError
   const cause = (error as { cause?: unknown }).cause
   const databaseError = error instanceof AppError ? null : describeDatabaseError(error)
@@ -97,6 +122,8 @@ export function errorResponse(
   if (appError.status >= 500 && appError.status !== 503) {
     ctx.logger.error('server error', { request_id: meta.requestId, code: appError.code })
   }
+  // e.g. a route whose framework let a failed body read pass as no body, and then refused it
+  if (request.signal.aborted) return clientGone()
   const headers: Record<string, string> = {
     'content-type': 'application/json',
     'x-request-id': meta.requestId,
