@@ -1,4 +1,4 @@
-import { beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { type SQL, sql } from 'drizzle-orm'
 import type { AppContext } from '../../src/context'
 import { sqlRows } from '../../src/db/rows'
@@ -81,6 +81,12 @@ describe('every read of a source’s delivery logs touches the same pages with 2
   beforeAll(async () => {
     const clock = new FakeClock(NOW)
     ;({ ctx } = await makeTestApp({ clock }))
+    // The planner is told what a shared database of many small sources tells it: a source holds a
+    // few entries (n_distinct -0.5: one source per two entries). Where a read left the planner a
+    // choice, it then walked the measured source whole: reads written with `outcome = ANY(every
+    // outcome)` failed this way in CI on 2026-11-28, on a database where 472 sources held 125,039
+    // entries, and passed on a fresh one. Reset after.
+    await ctx.db.execute(sql`ALTER TABLE delivery_logs ALTER COLUMN source_id SET (n_distinct = -0.5)`)
     const { organization } = await createSignedInUser(ctx)
     // Another source's entries first, so the index's height does not change between the two measures.
     const { source: filler } = await createSource(ctx, organization.id, { name: 'filler' })
@@ -170,6 +176,11 @@ describe('every read of a source’s delivery logs touches the same pages with 2
     for (const { read, statement } of statements) after.set(read, await pagesOf(ctx, statement()))
   })
 
+  afterAll(async () => {
+    await ctx.db.execute(sql`ALTER TABLE delivery_logs ALTER COLUMN source_id RESET (n_distinct)`)
+    await ctx.db.execute(sql`ANALYZE delivery_logs`)
+  })
+
   test('the measure sees a walk: counting every entry of the source touches the old entries’ pages', () => {
     const read = statements.find((entry) => entry.walks)!.read
     expect(after.get(read)!).toBeGreaterThan(before.get(read)! + 10 * SLACK_PAGES)
@@ -204,7 +215,7 @@ describe('every read of a source’s delivery logs touches the same pages with 2
     const logReads = nodesReading('delivery_logs', plan).map((node) => ({
       node: node['Node Type'],
       index: node['Index Name'],
-      outcomeInCondition: /outcome = ANY/.test(node['Index Cond'] ?? ''),
+      outcomeInCondition: /outcome = /.test(node['Index Cond'] ?? ''),
     }))
     expect(logReads).toEqual([
       {

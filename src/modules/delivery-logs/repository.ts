@@ -20,11 +20,25 @@ export function bucketUpperBoundMs(bucket: number): number {
 /**
  * Every outcome, as a constant array (the planner sees its five elements). The one per-source index
  * is (source_id, outcome, received_at DESC NULLS LAST, id DESC NULLS LAST), so a read across
- * outcomes names them all: `outcome = ANY(...)` makes a time range one index range per outcome
- * (drizzle/0023), where without it PostgreSQL 15 could only walk the whole source. The column's
+ * outcomes names them all, one index range per outcome (NEWEST_SQL, ENTRIES_BY_OUTCOME_SQL;
+ * drizzle/0023), where without them PostgreSQL 15 could only walk the whole source. The column's
  * CHECK keeps the list complete.
  */
 export const EVERY_OUTCOME_SQL = sql.raw(`'{${OUTCOMES.join(',')}}'::text[]`)
+
+/**
+ * `columns` of the entries `where` (on `d`) selects, read one outcome at a time: for each outcome an
+ * index range on (source_id, outcome, received_at), whatever the statistics say. Written as
+ * `outcome = ANY(every outcome)`, the planner chose by the statistics whether to put the outcome in
+ * the index condition: where most sources hold few entries (a shared database with many small
+ * sources) it judged one descent and a walk of the source cheaper than five descents, and walked a
+ * source of millions whole (three reads failed delivery-log-reads.test.ts in CI, 2026-11-28). An
+ * equality leaves no such choice; OFFSET 0 keeps each probe a probe (pulled up into a join, the
+ * roll-up's was planned as a hash join over the whole table). A FROM item: alias it.
+ */
+export const ENTRIES_BY_OUTCOME_SQL = (columns: SQL, where: SQL) => sql`(SELECT e.*
+  FROM unnest(${EVERY_OUTCOME_SQL}) AS o(outcome)
+  CROSS JOIN LATERAL (SELECT ${columns} FROM delivery_logs d WHERE d.outcome = o.outcome AND ${where} OFFSET 0) e)`
 
 /**
  * A source's newest entries matching `where` (on `d`), newest first: the newest `limit` of each
@@ -114,10 +128,12 @@ export interface RecentRow {
 const AGGREGATE_SQL = (sourceId: string, from: string, to: string) => sql`WITH live AS MATERIALIZED (
   SELECT date_trunc('hour', received_at, 'UTC') AS hour, outcome, http_status, coalesce(reason, '') AS reason,
          repeat_count, duration_ms
-  FROM delivery_logs
-  WHERE source_id = ${sourceId} AND outcome = ANY(${EVERY_OUTCOME_SQL}) AND received_at < ${to}::timestamptz
-    AND received_at >= greatest(${from}::timestamptz,
-      coalesce((SELECT rolled_until FROM delivery_log_rollup_watermarks WHERE source_id = ${sourceId}), '-infinity'))
+  FROM ${ENTRIES_BY_OUTCOME_SQL(
+    sql`d.received_at, d.outcome, d.http_status, d.reason, d.repeat_count, d.duration_ms`,
+    sql`d.source_id = ${sourceId} AND d.received_at < ${to}::timestamptz
+      AND d.received_at >= greatest(${from}::timestamptz,
+        coalesce((SELECT rolled_until FROM delivery_log_rollup_watermarks WHERE source_id = ${sourceId}), '-infinity'))`,
+  )} AS l
 )
 SELECT 'count' AS kind, (extract(epoch FROM hour) * 1000)::float8 AS hour_ms, outcome, http_status::int AS http_status,
        reason, NULL::int AS bucket, requests::int AS requests
@@ -213,10 +229,12 @@ CROSS JOIN LATERAL (
 CROSS JOIN LATERAL (
   SELECT sum(repeat_count) AS requests,
          sum(repeat_count) FILTER (WHERE outcome = ANY(${outcomeList(outcomes.success)})) AS successes
-  FROM delivery_logs
-  WHERE source_id = s.id AND outcome = ANY(${EVERY_OUTCOME_SQL}) AND received_at < ${to}::timestamptz
-    AND received_at >= greatest(${from}::timestamptz,
-      coalesce((SELECT rolled_until FROM delivery_log_rollup_watermarks w WHERE w.source_id = s.id), '-infinity'))
+  FROM ${ENTRIES_BY_OUTCOME_SQL(
+    sql`d.outcome, d.repeat_count`,
+    sql`d.source_id = s.id AND d.received_at < ${to}::timestamptz
+      AND d.received_at >= greatest(${from}::timestamptz,
+        coalesce((SELECT rolled_until FROM delivery_log_rollup_watermarks w WHERE w.source_id = s.id), '-infinity'))`,
+  )} AS live
 ) l
 CROSS JOIN LATERAL (
   SELECT coalesce(sum(least(rc, ${outcomes.recent} - before)), 0)::int AS latest_count,

@@ -3,7 +3,7 @@ import { drizzle } from 'drizzle-orm/postgres-js'
 import postgres from 'postgres'
 import type { AppContext } from '../../context'
 import { sqlRows } from '../../db/rows'
-import { EVERY_OUTCOME_SQL } from './repository'
+import { ENTRIES_BY_OUTCOME_SQL } from './repository'
 
 const DAY_MS = 24 * 3_600_000
 export const PURGE_BATCH_SIZE = 5000
@@ -90,9 +90,10 @@ export const PURGE_BATCH_SQL = (after: string, cutoff: string, sourcesPerChunk: 
        gone AS (
          DELETE FROM delivery_logs WHERE id = ANY(ARRAY(
            SELECT d.id FROM chunk s CROSS JOIN LATERAL (
-             SELECT d.id FROM delivery_logs d
-             WHERE d.source_id = s.id AND d.outcome = ANY(${EVERY_OUTCOME_SQL})
-               AND d.received_at < ${cutoff}::timestamptz LIMIT ${PURGE_BATCH_SIZE}) d
+             SELECT e.id FROM ${ENTRIES_BY_OUTCOME_SQL(
+               sql`d.id`,
+               sql`d.source_id = s.id AND d.received_at < ${cutoff}::timestamptz`,
+             )} AS e LIMIT ${PURGE_BATCH_SIZE}) d
            LIMIT ${PURGE_BATCH_SIZE}))
          RETURNING 1)
        SELECT (SELECT count(*)::int FROM gone) AS deleted,

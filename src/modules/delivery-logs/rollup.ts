@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm'
 import type { AppContext } from '../../context'
 import { sqlRows } from '../../db/rows'
-import { EVERY_OUTCOME_SQL, LATENCY_BUCKET_SQL } from './repository'
+import { ENTRIES_BY_OUTCOME_SQL, LATENCY_BUCKET_SQL } from './repository'
 
 /**
  * Rows are folded into the roll-up only once they are this old: the inbound path stamps
@@ -33,9 +33,10 @@ WITH bounds AS (
   CROSS JOIN LATERAL (
     SELECT d.source_id, date_trunc('hour', d.received_at, 'UTC') AS hour, d.outcome, d.http_status,
            coalesce(d.reason, '') AS reason, d.repeat_count, d.duration_ms
-    FROM delivery_logs d
-    WHERE d.source_id = b.source_id AND d.outcome = ANY(${EVERY_OUTCOME_SQL})
-      AND d.received_at >= b.from_at AND d.received_at < ${target}::timestamptz
+    FROM ${ENTRIES_BY_OUTCOME_SQL(
+      sql`d.source_id, d.received_at, d.outcome, d.http_status, d.reason, d.repeat_count, d.duration_ms`,
+      sql`d.source_id = b.source_id AND d.received_at >= b.from_at AND d.received_at < ${target}::timestamptz`,
+    )} AS d
     -- OFFSET 0 keeps the probe per source: pulled up into a join, it was planned as a hash join
     -- over a scan of the whole table where the planner could not tell how few rows are new.
     OFFSET 0
