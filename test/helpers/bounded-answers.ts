@@ -1,0 +1,36 @@
+import { expect } from 'bun:test'
+
+/** The response, or a failure naming how long it did not come (a test never waits on a hung request). */
+export async function answeredWithin(response: Promise<Response>, ms: number): Promise<Response> {
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms)
+  })
+  try {
+    return await Promise.race([response, late])
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
+/**
+ * A request the database could not serve in time: answered 503 service_unavailable with
+ * Retry-After (the body DESIGN §2 gives every error), no sooner than `atLeastMs` (the bound it waited
+ * for) and no later than `withinMs`.
+ */
+export async function expectUnavailableWithin(
+  response: Promise<Response>,
+  { atLeastMs, withinMs }: { atLeastMs: number; withinMs: number },
+): Promise<void> {
+  const started = performance.now()
+  const answer = await answeredWithin(response, withinMs)
+  expect(performance.now() - started).toBeGreaterThanOrEqual(atLeastMs - 20)
+  expect(answer.status).toBe(503)
+  expect(answer.headers.get('retry-after')).toBe('5')
+  expect(answer.headers.get('content-type')).toContain('application/json')
+  expect(await answer.json()).toEqual({
+    error: 'service_unavailable',
+    message: 'the service is temporarily unavailable, retry shortly',
+    request_id: answer.headers.get('x-request-id'),
+  })
+}
