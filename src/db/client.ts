@@ -54,8 +54,9 @@ export interface DatabaseHandle {
    * closing its connections leaves them waiting for ~15 minutes (TCP's retransmissions), or for
    * ever behind a proxy that keeps them open, and a pool would keep handing them out. postgres.js'
    * shared pool (Drizzle's, and `query`'s with DATABASE_DRIVER=postgres-js) and PGlite are kept.
+   * Whether there was anything to replace.
    */
-  replaceHotConnections(): void
+  replaceHotConnections(): boolean
   close(): Promise<void>
 }
 
@@ -169,6 +170,7 @@ function openPostgres(
       // been answered already (its caller gave up on it).
       void oldHot?.close(0).catch(() => {})
       void oldGroupCommit?.end({ timeout: 0 }).catch(() => {})
+      return Boolean(oldHot || oldGroupCommit)
     },
     async ping() {
       await Promise.all([client`select 1`, hot?.ping(), groupCommit ? groupCommit`select 1` : null])
@@ -230,7 +232,7 @@ async function openPglite(dataDir: string | undefined): Promise<DatabaseHandle> 
       return (await client.query<Row>(text, params)).rows
     },
     // One in-process connection: nothing to replace.
-    replaceHotConnections() {},
+    replaceHotConnections: () => false,
     async close() {
       try {
         if (!client.closed) await client.close()

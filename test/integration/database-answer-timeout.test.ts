@@ -8,7 +8,7 @@ import { answeredWithin, expectUnavailableWithin } from '../helpers/bounded-answ
 import { uniqueEmail } from '../helpers/emails'
 import { createOrganization, createSource } from '../helpers/factories'
 import { post } from '../helpers/inbound'
-import { makeTestApp, testConfig } from '../helpers/test-app'
+import { loggedLines, makeTestApp, testConfig } from '../helpers/test-app'
 
 /**
  * A database host that vanishes without closing its connections (a crashed machine, a failover
@@ -146,6 +146,16 @@ describe.skipIf(!databaseUrl)('the database host vanishes', () => {
         atLeastMs: ANSWER_TIMEOUT_MS,
         withinMs: ANSWER_TIMEOUT_MS + ANSWER_SLACK_MS,
       })
+      expect(
+        loggedLines(ctx).filter((line) => line.msg === 'group commit: no answer from the database'),
+      ).toEqual([
+        expect.objectContaining({
+          level: 'error',
+          timeout_ms: ANSWER_TIMEOUT_MS,
+          size: 1,
+          connections_replaced: variant.recovers,
+        }),
+      ])
 
       // The failover's host: new connections are forwarded. No restart of the replica.
       const after = uniqueEmail('after')

@@ -307,11 +307,11 @@ export class GroupCommitWriter {
     return new Promise<IngestRow[]>((resolve, reject) => {
       const timer = setTimeout(() => {
         statement.catch(() => {})
-        this.ctx.logger.error('group commit: no answer from the database; its connections replaced', {
+        this.ctx.logger.error('group commit: no answer from the database', {
           timeout_ms: timeoutMs,
           size,
+          connections_replaced: this.ctx.database.replaceHotConnections(),
         })
-        this.ctx.database.replaceHotConnections()
         reject(new DatabaseAnswerTimeoutError(timeoutMs))
       }, timeoutMs)
       statement.then(
