@@ -1,10 +1,11 @@
 import { beforeAll, describe, expect, test } from 'bun:test'
-import { eq } from 'drizzle-orm'
+import { eq, sql } from 'drizzle-orm'
+import { openDatabase } from '../../src/db/client'
 import { deliveryLogs, leads, webhookSources } from '../../src/db/schema'
 import { newId } from '../../src/lib/ids'
 import { uniqueEmail } from '../helpers/emails'
 import { BASE, contendWithOpenTransaction, createViaApi, ingestItem, setup } from '../helpers/sources'
-import { call, request, testDatabase } from '../helpers/test-app'
+import { call, request, testConfig, testDatabase } from '../helpers/test-app'
 
 // Opening and migrating the shared database is paid here, not by the first test's timeout.
 beforeAll(async () => {
@@ -100,6 +101,86 @@ describe('deleting a source or an organization', () => {
       )
       expect((await call(app, token, 'GET', `${BASE}/${created.id}`)).status).toBe(404)
     },
+  )
+
+  // A source's delete used to do all its work in one statement under the source's lock: releasing
+  // its leads and deleting its delivery log (4.1 s for 1,000,000 entries and 100,000 leads on the
+  // twenty-ninth session's machine), while its writers, and every group of leads holding one of
+  // them, waited; with DATABASE_LOCK_TIMEOUT_MS they are answered 503 instead. The log and the
+  // leads now go in batches before the row, without the lock.
+  test.skipIf(!process.env.DATABASE_URL)(
+    'a source with a large delivery log is deleted without holding its writers: no POST meanwhile is a 503',
+    async () => {
+      const env = { DATABASE_LOCK_TIMEOUT_MS: '200' }
+      const database = await openDatabase(testConfig(env))
+      try {
+        const { app, ctx, token, organization } = await setup({ env, database })
+        const created = await createViaApi(app, token)
+        // the source in the replica's cache, as a source in use is (a lookup would wait for the
+        // pool's connection the delete holds, in this test's pool of one)
+        const warm = await app.handle(
+          request('POST', `/api/webhook/lead/${created.api_key}`, { json: { email: uniqueEmail('warm') } }),
+        )
+        expect(warm.status).toBe(200)
+        const ENTRIES = 150_000
+        await ctx.db.execute(sql`
+          INSERT INTO delivery_logs (id, source_id, organization_id, received_at, method, http_status, outcome, body_bytes, body)
+          SELECT gen_random_uuid(), ${created.id}::uuid, ${organization.id}::uuid, now() - make_interval(secs => n),
+            'POST', 200, (ARRAY['created', 'updated', 'spam', 'error', 'rejected'])[n % 5 + 1], 60,
+            '{"email":"someone' || n || '@example.com","company":"Acme"}'
+          FROM generate_series(1, ${ENTRIES}::int) AS n`)
+        await ctx.db.execute(sql`
+          INSERT INTO leads (id, organization_id, source_id, email, email_normalized, custom_fields, attribution, created_at, updated_at)
+          SELECT gen_random_uuid(), ${organization.id}::uuid, ${created.id}::uuid, 'someone' || n || '@example.com',
+            'someone' || n || '@example.com', '{}', '{}', now(), now()
+          FROM generate_series(1, ${ENTRIES / 10}::int) AS n`)
+        const statuses: number[] = []
+        let deleted = false
+        const deletion = call(app, token, 'DELETE', `${BASE}/${created.id}`).finally(() => {
+          deleted = true
+        })
+        const writes = (async () => {
+          for (let n = 0; !deleted; n++) {
+            const response = await app.handle(
+              request('POST', `/api/webhook/lead/${created.api_key}`, {
+                json: { email: uniqueEmail(`during-${n}`) },
+              }),
+            )
+            statuses.push(response.status)
+            await Bun.sleep(25)
+          }
+        })()
+        expect((await deletion).status).toBe(204)
+        await writes
+        // 429 once the key's 60 a minute are spent; 404 once the source is gone; never a 503
+        expect(statuses.filter((status) => ![200, 404, 429].includes(status))).toEqual([])
+        expect(statuses.length).toBeGreaterThan(3)
+        // everything of the source went, the leads written meanwhile released with the rest
+        const count = async (query: ReturnType<typeof sql>) =>
+          ((await ctx.db.execute(query)) as unknown as Array<{ n: number }>)[0]!.n
+        expect(
+          await count(
+            sql`SELECT count(*)::int AS n FROM delivery_logs WHERE source_id = ${created.id}::uuid`,
+          ),
+        ).toBe(0)
+        expect(
+          await count(sql`SELECT count(*)::int AS n FROM leads WHERE source_id = ${created.id}::uuid`),
+        ).toBe(0)
+        expect(
+          await count(
+            sql`SELECT count(*)::int AS n FROM leads WHERE organization_id = ${organization.id}::uuid AND source_id IS NULL`,
+          ),
+        ).toBe(ENTRIES / 10 + 1 + statuses.filter((status) => status === 200).length)
+        expect(
+          await count(
+            sql`SELECT count(*)::int AS n FROM inbound_rate_windows WHERE source_id = ${created.id}::uuid`,
+          ),
+        ).toBe(0)
+      } finally {
+        await database.close()
+      }
+    },
+    60_000,
   )
 
   test('a deleted organization takes its leads, sources and delivery logs', async () => {
