@@ -1,16 +1,9 @@
 import { expect } from 'bun:test'
+import { withTimeout } from '../../src/lib/timeout'
 
 /** The response, or a failure naming how long it did not come (a test never waits on a hung request). */
-export async function answeredWithin(response: Promise<Response>, ms: number): Promise<Response> {
-  let timer: ReturnType<typeof setTimeout> | undefined
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms)
-  })
-  try {
-    return await Promise.race([response, late])
-  } finally {
-    clearTimeout(timer)
-  }
+export function answeredWithin(response: Promise<Response>, ms: number): Promise<Response> {
+  return withTimeout(response, ms, () => new Error(`no answer within ${ms} ms`))
 }
 
 /**

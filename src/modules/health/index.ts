@@ -1,5 +1,6 @@
 import { Elysia, t } from 'elysia'
 import type { AppContext } from '../../context'
+import { withTimeout } from '../../lib/timeout'
 
 const Readiness = t.Object({
   status: t.Union([t.Literal('ready'), t.Literal('not_ready')]),
@@ -73,20 +74,4 @@ export function healthModule(ctx: AppContext) {
         },
       },
     )
-}
-
-function withTimeout<T>(promise: Promise<T>, milliseconds: number): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('timeout')), milliseconds)
-    promise.then(
-      (value) => {
-        clearTimeout(timer)
-        resolve(value)
-      },
-      (error) => {
-        clearTimeout(timer)
-        reject(error)
-      },
-    )
-  })
 }

@@ -1,6 +1,7 @@
 import type { AppContext } from '../../context'
 import { isDatabaseUnavailable } from '../../lib/errors'
 import { STALL_LOG_MS } from '../../lib/stall-probe'
+import { withTimeout } from '../../lib/timeout'
 import type { RequestFacts } from '../delivery-logs/log-writer'
 import type { DeliverySignal } from '../webhook-endpoints/signal'
 import type { KeyVerdict } from './key-limit'
@@ -304,26 +305,13 @@ export class GroupCommitWriter {
    */
   private answerWithin(statement: Promise<IngestRow[]>, size: number): Promise<IngestRow[]> {
     const timeoutMs = this.ctx.config.ingestAnswerTimeoutMs
-    return new Promise<IngestRow[]>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        statement.catch(() => {})
-        this.ctx.logger.error('group commit: no answer from the database', {
-          timeout_ms: timeoutMs,
-          size,
-          connections_replaced: this.ctx.database.replaceHotConnections(),
-        })
-        reject(new DatabaseAnswerTimeoutError(timeoutMs))
-      }, timeoutMs)
-      statement.then(
-        (rows) => {
-          clearTimeout(timer)
-          resolve(rows)
-        },
-        (error: unknown) => {
-          clearTimeout(timer)
-          reject(error)
-        },
-      )
+    return withTimeout(statement, timeoutMs, () => {
+      this.ctx.logger.error('group commit: no answer from the database', {
+        timeout_ms: timeoutMs,
+        size,
+        connections_replaced: this.ctx.database.replaceHotConnections(),
+      })
+      return new DatabaseAnswerTimeoutError(timeoutMs)
     })
   }
 
