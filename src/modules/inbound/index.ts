@@ -52,6 +52,9 @@ export function inboundModule(ctx: AppContext, service: InboundService) {
             '32 levels (400 `invalid_body`), no NUL or unpaired surrogate in any value or key (400 `validation_failed`), field mapping,',
             'field types (400 `validation_failed` with `details`), spam filter, contact rule, dedup.',
             'Duplicates: same normalised e-mail in the organization, else same E.164 phone → `updated`, same `lead_id`.',
+            '503 `service_unavailable` with `Retry-After` when the database cannot serve in time: down, or a lock held',
+            'elsewhere past `DATABASE_LOCK_TIMEOUT_MS` (nothing stored), or no answer within `INGEST_ANSWER_TIMEOUT_MS`',
+            '(the lead may be stored: a retry is merged with it, never stored twice). Retrying after `Retry-After` is safe.',
           ].join(' '),
           requestBody: inboundRequestBody as never,
           'x-responses': {
