@@ -47,6 +47,12 @@ export const EnvSchema = Type.Object({
   // closing its connections would otherwise hold every later lead of the replica (src/db/client.ts
   // replaceHotConnections, docs/operations.md "A database host that vanishes").
   INGEST_ANSWER_TIMEOUT_MS: Type.Integer({ minimum: 100, maximum: 600_000, default: 15_000 }),
+  // A statement of postgres.js' shared pool (Drizzle's: management, uncached sources, refused
+  // POSTs' log entries) unanswered this long makes the replica ask the server, on a new connection,
+  // whether its backend is still at work; a backend gone or idle means the pool lost its server
+  // and it is replaced (src/db/renewable-pool.ts, docs/operations.md "A database host that
+  // vanishes"). 0: never checked.
+  DATABASE_UNANSWERED_CHECK_MS: Type.Integer({ minimum: 0, maximum: 600_000, default: 5_000 }),
   // Which client sends the parameterised hot statements (the group commit, the delivery log):
   // Bun's built-in Bun.sql or postgres.js (Drizzle's driver, which runs everything else either way).
   // docs/benchmarks.md has the comparison. Unset with a pool of 1: postgres.js (see loadConfig).
@@ -101,6 +107,8 @@ export interface Config {
   ingestPipeline: boolean
   /** A group without the database's answer after this long is answered 503 (INGEST_ANSWER_TIMEOUT_MS). */
   ingestAnswerTimeoutMs: number
+  /** When an unanswered statement of the shared pool is checked (DATABASE_UNANSWERED_CHECK_MS; 0: never). */
+  databaseUnansweredCheckMs: number
   /** The client of the hot statements; `bun-sql` splits DATABASE_POOL_SIZE between two pools (src/db/client.ts). */
   databaseDriver: 'postgres-js' | 'bun-sql'
   redisDriver: 'ioredis' | 'bun'
@@ -196,6 +204,7 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
     ingestGroupsInFlight: Math.min(env.INGEST_GROUPS_IN_FLIGHT ?? 1, env.DATABASE_POOL_SIZE),
     ingestPipeline: env.INGEST_PIPELINE,
     ingestAnswerTimeoutMs: env.INGEST_ANSWER_TIMEOUT_MS,
+    databaseUnansweredCheckMs: env.DATABASE_UNANSWERED_CHECK_MS,
     databaseDriver: env.DATABASE_DRIVER,
     redisDriver: env.REDIS_DRIVER,
     redisKeyPrefix: env.REDIS_KEY_PREFIX,

@@ -75,6 +75,13 @@ export async function createContext(config: Config, overrides: ContextOverrides 
   const database =
     overrides.database ?? (await openDatabase(config, { inMemory: overrides.inMemoryDatabase }))
   if (!overrides.database) closers.push(() => database.close())
+  database.onPoolRenewed((renewal) =>
+    logger.error('database: the shared pool lost its server; replaced', {
+      unanswered_after_ms: renewal.unansweredAfterMs,
+      unanswered_statements: renewal.unansweredStatements,
+      lost_connections: renewal.lostConnections,
+    }),
+  )
 
   let redis: Redis | null = null
   let limiter: RateLimiter

@@ -5,6 +5,7 @@ import postgres from 'postgres'
 import type { Config } from '../config'
 import { type HotStatements, jsonbAsText, openBunSql } from './bun-sql'
 import { acquireDataDirLock } from './data-dir-lock'
+import { type PoolRenewal, RenewablePool } from './renewable-pool'
 import * as schema from './schema'
 
 export type Schema = typeof schema
@@ -57,6 +58,11 @@ export interface DatabaseHandle {
    * Whether there was anything to replace.
    */
   replaceHotConnections(): boolean
+  /**
+   * Called whenever postgres.js' shared pool was found to have lost its server and was replaced
+   * (src/db/renewable-pool.ts, DATABASE_UNANSWERED_CHECK_MS); never on PGlite.
+   */
+  onPoolRenewed(listener: (renewal: PoolRenewal) => void): void
   close(): Promise<void>
 }
 
@@ -69,14 +75,7 @@ export async function openDatabase(
   config: Config,
   options: { inMemory?: boolean } = {},
 ): Promise<DatabaseHandle> {
-  if (config.databaseUrl)
-    return openPostgres(
-      config.databaseUrl,
-      config.databasePoolSize,
-      config.databaseDriver,
-      config.ingestPipeline,
-      config.databaseLockTimeoutMs,
-    )
+  if (config.databaseUrl) return openPostgres(config.databaseUrl, config)
   return openPglite(options.inMemory ? undefined : config.dataDir)
 }
 
@@ -127,13 +126,17 @@ const POSTGRES_JS_OPTIONS = {
 
 function openPostgres(
   url: string,
-  poolSize: number,
-  driver: Config['databaseDriver'],
-  pipeline: boolean,
-  lockTimeoutMs: number,
+  config: Pick<
+    Config,
+    | 'databasePoolSize'
+    | 'databaseDriver'
+    | 'ingestPipeline'
+    | 'databaseLockTimeoutMs'
+    | 'databaseUnansweredCheckMs'
+  >,
 ): DatabaseHandle {
-  const pools = splitPool(poolSize, driver, pipeline)
-  const connection = connectionSettings(lockTimeoutMs)
+  const pools = splitPool(config.databasePoolSize, config.databaseDriver, config.ingestPipeline)
+  const connection = connectionSettings(config.databaseLockTimeoutMs)
   const openHot = () => (pools.bunSql > 0 ? openBunSql(url, pools.bunSql, connection) : null)
   // One connection: postgres.js writes a statement on a busy connection at once (up to 100), so
   // the server runs the next group the moment the last one commits.
@@ -142,7 +145,13 @@ function openPostgres(
   // Replaced whole by replaceHotConnections: every use below reads the current one.
   let hot: HotStatements | null = openHot()
   let groupCommit = openGroupCommit()
-  const client = postgres(url, { ...POSTGRES_JS_OPTIONS, connection, max: pools.postgresJs })
+  // Drizzle's pool, replaced under its client when it lost its server (DATABASE_UNANSWERED_CHECK_MS).
+  const shared = new RenewablePool(
+    () => postgres(url, { ...POSTGRES_JS_OPTIONS, connection, max: pools.postgresJs }),
+    () => postgres(url, { ...POSTGRES_JS_OPTIONS, connection, max: 1 }),
+    config.databaseUnansweredCheckMs,
+  )
+  const client = shared.client
   const db = drizzlePostgres(client, { schema }) as unknown as Database
   const location = (() => {
     const parsed = new URL(url)
@@ -172,6 +181,9 @@ function openPostgres(
       void oldGroupCommit?.end({ timeout: 0 }).catch(() => {})
       return Boolean(oldHot || oldGroupCommit)
     },
+    onPoolRenewed(listener) {
+      shared.onRenewed(listener)
+    },
     async ping() {
       await Promise.all([client`select 1`, hot?.ping(), groupCommit ? groupCommit`select 1` : null])
     },
@@ -188,7 +200,7 @@ function openPostgres(
       })) as unknown as Row[]
     },
     async close() {
-      await Promise.all([client.end({ timeout: 5 }), hot?.close(5), groupCommit?.end({ timeout: 5 })])
+      await Promise.all([shared.end(5), hot?.close(5), groupCommit?.end({ timeout: 5 })])
     },
   }
 }
@@ -233,6 +245,7 @@ async function openPglite(dataDir: string | undefined): Promise<DatabaseHandle> 
     },
     // One in-process connection: nothing to replace.
     replaceHotConnections: () => false,
+    onPoolRenewed() {},
     async close() {
       try {
         if (!client.closed) await client.close()

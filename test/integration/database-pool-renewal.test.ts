@@ -1,0 +1,129 @@
+import { afterAll, describe, expect, test } from 'bun:test'
+import { sql } from 'drizzle-orm'
+import postgres from 'postgres'
+import type { Config } from '../../src/config'
+import { type DatabaseHandle, openDatabase, splitPool } from '../../src/db/client'
+import { answeredWithin, expectUnavailableWithin } from '../helpers/bounded-answers'
+import { createSignedInUser, createSource } from '../helpers/factories'
+import { call, loggedLines, makeTestApp, testConfig } from '../helpers/test-app'
+import { vanishingProxy } from '../helpers/vanishing-proxy'
+
+/**
+ * Drizzle's postgres.js pool (management requests, a source not yet cached, the log entries of
+ * refused POSTs, and every hot statement with DATABASE_DRIVER=postgres-js) on a database host that
+ * vanishes without closing its connections. Before DATABASE_UNANSWERED_CHECK_MS a statement sent on
+ * such a connection waited until TCP gave up (~15 minutes, for ever behind a proxy that keeps the
+ * socket), and postgres.js queued the next statements behind it once no connection was idle: every
+ * management request of the replica hung. Now a statement unanswered for that long makes the replica
+ * ask the server, on a new connection, whether the statement's backend is still at work: a backend
+ * that is gone, or idle for as long while its answer never came, means the connection lost its server,
+ * and the pool is replaced (what waited on the old one is answered 503 at once); a backend still at
+ * work (a slow statement, a lock wait) is left alone.
+ */
+const databaseUrl = process.env.DATABASE_URL
+const CHECK_MS = 300
+const SLACK_MS = 4_000
+const RENEWED = 'database: the shared pool lost its server; replaced'
+
+const opened: DatabaseHandle[] = []
+const proxies: Array<{ stop(): void }> = []
+afterAll(async () => {
+  for (const proxy of proxies) proxy.stop()
+  // a vanished connection never answers a goodbye: do not wait for one
+  await Promise.all(opened.map((handle) => Promise.race([handle.close(), Bun.sleep(1_000)])))
+})
+
+/** The service on its own database handle, through a proxy that can vanish. */
+async function serviceBehindProxy(env: Record<string, string>) {
+  const proxy = vanishingProxy(new URL(databaseUrl!))
+  proxies.push(proxy)
+  const viaProxy = new URL(databaseUrl!)
+  viaProxy.hostname = '127.0.0.1'
+  viaProxy.port = String(proxy.port)
+  const allEnv: Record<string, string> = {
+    ...env,
+    DATABASE_URL: viaProxy.toString(),
+    DATABASE_UNANSWERED_CHECK_MS: String(CHECK_MS),
+  }
+  const config = testConfig(allEnv)
+  const database = await openDatabase(config)
+  opened.push(database)
+  const { app, ctx } = await makeTestApp({
+    env: allEnv as Partial<Record<keyof Config, string>>,
+    database,
+  })
+  const shared = splitPool(config.databasePoolSize, config.databaseDriver, config.ingestPipeline).postgresJs
+  return { proxy, database, app, ctx, shared }
+}
+
+describe.skipIf(!databaseUrl)("Drizzle's pool on a database host that vanishes", () => {
+  for (const driver of ['bun-sql', 'postgres-js'] as const) {
+    test(`${driver}: what waited is answered 503, the pool is replaced, the next management request is answered`, async () => {
+      const { proxy, app, ctx, shared } = await serviceBehindProxy({ DATABASE_DRIVER: driver })
+      const { organization, token } = await createSignedInUser(ctx)
+      const { source } = await createSource(ctx, organization.id)
+      const list = () => call(app, token, 'GET', '/api/webhook/sources')
+      expect((await list()).status).toBe(200)
+      let heard = 0
+      await ctx.database.listen('pool_renewal_test', () => heard++)
+
+      // Every connection of the pool has a statement in flight when the host vanishes.
+      const inFlight = Array.from({ length: shared }, () =>
+        ctx.db.execute(sql.raw('select pg_sleep(0.5)')).then(
+          () => 'answered',
+          // Drizzle wraps the driver's error
+          (error: { cause?: { code?: string } }) => error.cause?.code ?? 'failed',
+        ),
+      )
+      await Bun.sleep(100)
+      expect(proxy.vanish()).toBeGreaterThan(0)
+
+      // Behind them: answered 503 once the pool is found lost, not when TCP gives up.
+      await expectUnavailableWithin(list(), { atLeastMs: CHECK_MS, withinMs: CHECK_MS + 500 + SLACK_MS })
+      expect(await Promise.all(inFlight)).toEqual(Array(shared).fill('CONNECTION_DESTROYED'))
+      const renewals = loggedLines(ctx).filter((line) => line.msg === RENEWED)
+      expect(renewals).toEqual([
+        expect.objectContaining({ level: 'error', unanswered_after_ms: CHECK_MS, lost_connections: shared }),
+      ])
+
+      // The failover's host: new connections are forwarded. No restart of the replica.
+      const next = await answeredWithin(list(), SLACK_MS)
+      expect(next.status).toBe(200)
+      expect((await next.json()).data.map((row: { id: string }) => row.id)).toEqual([source.id])
+      // The listener is subscribed again on the new pool.
+      const direct = postgres(databaseUrl!, { max: 1, onnotice: () => {} })
+      try {
+        const deadline = performance.now() + SLACK_MS
+        while (heard === 0 && performance.now() < deadline) {
+          await direct`select pg_notify('pool_renewal_test', 'after')`
+          await Bun.sleep(50)
+        }
+      } finally {
+        await direct.end({ timeout: 5 })
+      }
+      expect(heard).toBeGreaterThan(0)
+    }, 30_000)
+  }
+
+  test('a slow statement is not a lost server: a lock wait longer than the check is left to finish', async () => {
+    const { app, ctx } = await serviceBehindProxy({ DATABASE_LOCK_TIMEOUT_MS: '0' })
+    const { token } = await createSignedInUser(ctx)
+    const list = () => call(app, token, 'GET', '/api/webhook/sources')
+    expect((await list()).status).toBe(200)
+    const holder = postgres(databaseUrl!, { max: 1, onnotice: () => {} })
+    try {
+      await holder.unsafe('begin')
+      await holder.unsafe('lock table webhook_sources in access exclusive mode')
+      const waiting = list()
+      await Bun.sleep(CHECK_MS * 5)
+      await holder.unsafe('rollback')
+      const answer = await answeredWithin(waiting, SLACK_MS)
+      expect(answer.status).toBe(200)
+      expect(await answer.json()).toEqual({ data: [], next_cursor: null })
+    } finally {
+      await holder.end({ timeout: 5 })
+    }
+    expect(loggedLines(ctx).filter((line) => line.msg === RENEWED)).toEqual([])
+    expect(loggedLines(ctx).filter((line) => line.level === 'error')).toEqual([])
+  }, 30_000)
+})
