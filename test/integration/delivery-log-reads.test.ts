@@ -3,7 +3,7 @@ import { type SQL, sql } from 'drizzle-orm'
 import type { AppContext } from '../../src/context'
 import { sqlRows } from '../../src/db/rows'
 import { FakeClock } from '../../src/lib/clock'
-import { OUTCOMES } from '../../src/modules/delivery-logs/model'
+import { OUTCOMES, outcomesWithStatus } from '../../src/modules/delivery-logs/model'
 import { DELIVERY_LOG_READS } from '../../src/modules/delivery-logs/repository'
 import { PURGE_BATCH_SQL } from '../../src/modules/delivery-logs/retention'
 import { ROLLUP_DELAY_MS, ROLLUP_SQL, rollupDeliveryLogs } from '../../src/modules/delivery-logs/rollup'
@@ -24,7 +24,10 @@ const OLD_ENTRIES = 20_000
 // old entries may add to a bounded read. A walk of the old entries touches ten times as many.
 const SLACK_PAGES = 12
 
-/** Entries of every outcome, as the inbound path writes them: one every `stepMs` back from `newest`. */
+/**
+ * Entries of every outcome, as the inbound path writes them: one every `stepMs` back from `newest`;
+ * 200 for every outcome but `rejected`, whose entries alternate 422 and 429.
+ */
 async function addEntries(
   ctx: AppContext,
   ids: { source: string; organization: string },
@@ -37,7 +40,7 @@ async function addEntries(
       body_bytes, duration_ms, repeat_count)
     SELECT gen_random_uuid(), ${ids.source}::uuid, ${ids.organization}::uuid,
       ${new Date(newest).toISOString()}::timestamptz - make_interval(secs => n * ${stepMs / 1000}::float8), 'POST',
-      (ARRAY[200, 200, 200, 422, 429])[n % 5 + 1], (${sql.param([...OUTCOMES])}::text[])[n % 5 + 1],
+      (ARRAY[200, 200, 200, 200, 422, 200, 200, 200, 200, 429])[n % 10 + 1], (${sql.param([...OUTCOMES])}::text[])[n % 5 + 1],
       CASE WHEN n % 5 >= 3 THEN 'some_reason' END, 120, 3.5, CASE WHEN n % 5 = 4 THEN 7 ELSE 1 END
     FROM generate_series(0, ${count - 1}::int) AS n`)
   // The planner sees the table as autovacuum would leave it.
@@ -148,6 +151,24 @@ describe('every read of a source’s delivery logs touches the same pages with 2
             until: new Date(NOW - HOUR).toISOString(),
           }),
       },
+      // A status is not in the index: the outcomes it can have are (200: all but `rejected`; any
+      // other: `rejected` only, delivery_logs_status_outcome_check), else every range is walked for it.
+      {
+        read: 'log list, first page of status 200',
+        statement: () => DELIVERY_LOG_READS.list({ ...page, status: 200 }),
+      },
+      {
+        read: 'log list, first page of status 429',
+        statement: () => DELIVERY_LOG_READS.list({ ...page, status: 429 }),
+      },
+      {
+        read: 'log list, first page of an outcome and a status it has',
+        statement: () => DELIVERY_LOG_READS.list({ ...page, outcome: 'rejected', status: 422 }),
+      },
+      {
+        read: 'log list, an outcome and a status it never has',
+        statement: () => DELIVERY_LOG_READS.list({ ...page, outcome: 'created', status: 429 }),
+      },
       { read: 'health: the newest entries', statement: () => DELIVERY_LOG_READS.recent(sourceId, 20) },
       {
         read: 'health: the latest of each outcome',
@@ -191,6 +212,10 @@ describe('every read of a source’s delivery logs touches the same pages with 2
     'log list, first page of one outcome',
     'log list, the page after a cursor',
     'log list, since and until',
+    'log list, first page of status 200',
+    'log list, first page of status 429',
+    'log list, first page of an outcome and a status it has',
+    'log list, an outcome and a status it never has',
     'health: the newest entries',
     'health: the latest of each outcome',
     'health: the latest problems',
@@ -224,5 +249,32 @@ describe('every read of a source’s delivery logs touches the same pages with 2
         outcomeInCondition: true,
       },
     ])
+  })
+})
+
+// The log list's status filter reads only the outcomes a status can have (outcomesWithStatus), so
+// the table must hold every entry to that rule: each outcome with each kind of status, written
+// directly, is stored exactly when it keeps it.
+describe('delivery_logs_status_outcome_check: 200 is every outcome but rejected, any other status is rejected', () => {
+  const cases = OUTCOMES.flatMap((outcome) =>
+    [200, 400, 404, 429, 503].map((status) => ({
+      outcome,
+      status,
+      kept: (outcome === 'rejected') !== (status === 200),
+    })),
+  )
+  test.each(cases)('$outcome with $status: stored $kept', async ({ outcome, status, kept }) => {
+    const { ctx } = await makeTestApp()
+    const { organization } = await createSignedInUser(ctx)
+    const { source } = await createSource(ctx, organization.id)
+    // a promise (Drizzle's query runs when awaited), so that a refusal can be expected
+    const insert = Promise.resolve(
+      ctx.db.execute(sql`
+      INSERT INTO delivery_logs (id, source_id, organization_id, received_at, method, http_status, outcome)
+      VALUES (gen_random_uuid(), ${source.id}::uuid, ${organization.id}::uuid, now(), 'POST', ${status}, ${outcome})`),
+    )
+    if (kept) await insert
+    else await expect(insert).rejects.toMatchObject({ cause: expect.objectContaining({ code: '23514' }) })
+    expect(outcomesWithStatus(status).includes(outcome)).toBe(kept)
   })
 })

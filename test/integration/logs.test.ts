@@ -138,6 +138,15 @@ describe('GET /api/webhook/sources/{id}/logs', () => {
     const badRequests = (await page(app, `${base}?status=400&outcome=rejected`, token)).data
     expect(badRequests.map((entry) => entry.reason)).toEqual(['validation_failed', 'invalid_json'])
     expect((await page(app, `${base}?status=400&outcome=created`, token)).data).toEqual([])
+    // 200 is every outcome but `rejected`: the list reads those outcomes' ranges only, and misses none
+    const whole = (await allPages(app, base, token, 50)).flat()
+    const answered200 = (await allPages(app, `${base}?status=200`, token, 3)).flat()
+    expect(answered200.map((entry) => entry.id)).toEqual(
+      whole.filter((entry) => entry.http_status === 200).map((entry) => entry.id),
+    )
+    expect(new Set(answered200.map((entry) => entry.outcome))).toEqual(
+      new Set(['created', 'updated', 'spam', 'error']),
+    )
     // The mix is 1 s apart from START: [START+2s, START+5s) holds spam, error and invalid_json.
     const since = new Date(START + 2000).toISOString()
     const until = new Date(START + 5000).toISOString()

@@ -127,7 +127,8 @@ describe('deleting a source or an organization', () => {
         await ctx.db.execute(sql`
           INSERT INTO delivery_logs (id, source_id, organization_id, received_at, method, http_status, outcome, body_bytes, body)
           SELECT gen_random_uuid(), ${created.id}::uuid, ${organization.id}::uuid, now() - make_interval(secs => n),
-            'POST', 200, (ARRAY['created', 'updated', 'spam', 'error', 'rejected'])[n % 5 + 1], 60,
+            'POST', CASE WHEN n % 5 = 4 THEN 400 ELSE 200 END,
+            (ARRAY['created', 'updated', 'spam', 'error', 'rejected'])[n % 5 + 1], 60,
             '{"email":"someone' || n || '@example.com","company":"Acme"}'
           FROM generate_series(1, ${ENTRIES}::int) AS n`)
         await ctx.db.execute(sql`

@@ -61,6 +61,12 @@ export const deliveryLogs = pgTable(
       'delivery_logs_outcome_check',
       sql`${table.outcome} in ('created', 'updated', 'spam', 'error', 'rejected')`,
     ),
+    // What lets a status filter read only the outcomes it can have (outcomesWithStatus): 200 is
+    // every outcome but `rejected`, any other status is a refusal.
+    check(
+      'delivery_logs_status_outcome_check',
+      sql`(${table.outcome} = 'rejected') = (${table.httpStatus} <> 200)`,
+    ),
     // No index on received_at alone: the retention walks (source_id, outcome, received_at) (drizzle/0022).
   ],
 )

@@ -4,6 +4,16 @@ import { JsonInteger, ListPage, ListQueryFields, Nullable, ResourceId } from '..
 export const OUTCOMES = ['created', 'updated', 'spam', 'error', 'rejected'] as const
 export type Outcome = (typeof OUTCOMES)[number]
 
+/**
+ * The outcomes an entry with HTTP status `status` can have: an answer of 200 is any outcome but
+ * `rejected` (a lead stored, spam, a missing contact), any other status is a refusal. The table's
+ * delivery_logs_status_outcome_check holds every entry to it, and the log list reads only these
+ * outcomes' ranges for a status filter (the status is not in the index).
+ */
+export function outcomesWithStatus(status: number): Outcome[] {
+  return status === 200 ? OUTCOMES.filter((outcome) => outcome !== 'rejected') : ['rejected']
+}
+
 // Spelled out (not mapped from OUTCOMES) so the static type keeps the literals.
 const outcomeUnion = (options: { description?: string } = {}) =>
   t.Union(
@@ -32,7 +42,12 @@ export const LogsQuery = t.Object({
   ),
   outcome: t.Optional(outcomeUnion({ description: 'Only entries with this outcome' })),
   status: t.Optional(
-    t.Integer({ minimum: 100, maximum: 599, description: 'HTTP status of the inbound response, e.g. 429' }),
+    t.Integer({
+      minimum: 100,
+      maximum: 599,
+      description:
+        'HTTP status of the inbound response, e.g. 429. An entry answered 200 has any outcome but `rejected`; every other status is `rejected`',
+    }),
   ),
   since: t.Optional(
     t.String({ format: 'date-time', description: 'Entries received at or after this time (inclusive)' }),
