@@ -69,11 +69,11 @@ const HISTORIES: Record<string, { logs: Log[]; enabled?: boolean }> = {
     ],
   },
   'failing: 11 of the latest 20 failed': {
-    logs: Array.from({ length: 20 }, (_, i) => ({
-      ageMs: i * MINUTE,
-      outcome: i % 2 === 0 || i === 19 ? 'rejected' : 'created',
-      status: 400,
-    })),
+    logs: Array.from({ length: 20 }, (_, i) =>
+      i % 2 === 0 || i === 19
+        ? { ageMs: i * MINUTE, outcome: 'rejected', status: 400 }
+        : { ageMs: i * MINUTE, outcome: 'created' },
+    ),
   },
   'failing: 3 of 5 in the window, the rest before it': {
     logs: [
