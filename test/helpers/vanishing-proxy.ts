@@ -13,8 +13,9 @@ interface Link {
  * a TCP proxy on a free loopback port in front of `target`. `vanish()` makes every connection open
  * at that moment drop what it receives, both ways, and keep the socket open (it returns how many);
  * connections made afterwards are forwarded as before (the failover's host). `stop()` closes all.
+ * `url` is the target's URL through the proxy.
  */
-export function vanishingProxy(target: URL): { port: number; vanish(): number; stop(): void } {
+export function vanishingProxy(target: URL): { port: number; url: string; vanish(): number; stop(): void } {
   const links = new Set<Link>()
   const listener: TCPSocketListener<Link> = Bun.listen<Link>({
     hostname: '127.0.0.1',
@@ -54,8 +55,13 @@ export function vanishingProxy(target: URL): { port: number; vanish(): number; s
       },
     },
   })
+  // the target's URL (user, database, parameters) through the proxy
+  const url = new URL(target)
+  url.hostname = '127.0.0.1'
+  url.port = String(listener.port)
   return {
     port: listener.port,
+    url: url.toString(),
     vanish() {
       for (const link of links) link.dead = true
       return links.size

@@ -37,12 +37,9 @@ afterAll(async () => {
 async function serviceBehindProxy(env: Record<string, string>) {
   const proxy = vanishingProxy(new URL(databaseUrl!))
   proxies.push(proxy)
-  const viaProxy = new URL(databaseUrl!)
-  viaProxy.hostname = '127.0.0.1'
-  viaProxy.port = String(proxy.port)
   const allEnv: Record<string, string> = {
     ...env,
-    DATABASE_URL: viaProxy.toString(),
+    DATABASE_URL: proxy.url,
     DATABASE_UNANSWERED_CHECK_MS: String(CHECK_MS),
   }
   const config = testConfig(allEnv)
