@@ -51,7 +51,8 @@ export const EnvSchema = Type.Object({
   // POSTs' log entries) unanswered this long makes the replica ask the server, on a new connection,
   // whether its backend is still at work; a backend gone or idle means the pool lost its server
   // and it is replaced (src/db/renewable-pool.ts, docs/operations.md "A database host that
-  // vanishes"). 0: never checked.
+  // vanishes"). The LISTEN connection is checked as often by a notification of the replica's own.
+  // 0: never checked.
   DATABASE_UNANSWERED_CHECK_MS: Type.Integer({ minimum: 0, maximum: 600_000, default: 5_000 }),
   // Which client sends the parameterised hot statements (the group commit, the delivery log):
   // Bun's built-in Bun.sql or postgres.js (Drizzle's driver, which runs everything else either way).

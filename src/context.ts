@@ -75,13 +75,18 @@ export async function createContext(config: Config, overrides: ContextOverrides 
   const database =
     overrides.database ?? (await openDatabase(config, { inMemory: overrides.inMemoryDatabase }))
   if (!overrides.database) closers.push(() => database.close())
-  database.onPoolRenewed((renewal) =>
-    logger.error('database: the shared pool lost its server; replaced', {
-      unanswered_after_ms: renewal.unansweredAfterMs,
-      unanswered_statements: renewal.unansweredStatements,
-      lost_connections: renewal.lostConnections,
-    }),
-  )
+  database.onPoolRenewed((renewal) => {
+    if (renewal.part === 'statements')
+      logger.error('database: the shared pool lost its server; replaced', {
+        unanswered_after_ms: renewal.unansweredAfterMs,
+        unanswered_statements: renewal.unansweredStatements,
+        lost_connections: renewal.lostConnections,
+      })
+    else
+      logger.error('database: the listening connection lost its server; listening again', {
+        not_heard_within_ms: renewal.notHeardWithinMs,
+      })
+  })
 
   let redis: Redis | null = null
   let limiter: RateLimiter

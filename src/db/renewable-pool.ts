@@ -4,13 +4,28 @@ import { withTimeout } from '../lib/timeout'
 type Sql = postgres.Sql<Record<string, postgres.PostgresType>>
 
 /** What a renewal found: logged by the context (src/context.ts). */
-export interface PoolRenewal {
-  /** The statements unanswered for DATABASE_UNANSWERED_CHECK_MS or longer when the check ran. */
-  unansweredStatements: number
-  /** Their connections whose backend the server no longer has, or has idle since as long. */
-  lostConnections: number
-  unansweredAfterMs: number
-}
+export type PoolRenewal =
+  | {
+      /** The pool that sends statements. */
+      part: 'statements'
+      /** The statements unanswered for DATABASE_UNANSWERED_CHECK_MS or longer when the check ran. */
+      unansweredStatements: number
+      /** Their connections whose backend the server no longer has, or has idle since as long. */
+      lostConnections: number
+      unansweredAfterMs: number
+    }
+  | {
+      /** The LISTEN connection: its own notification, sent through the pool, did not arrive. */
+      part: 'listener'
+      /** How long it waited for it after the server had answered the NOTIFY. */
+      notHeardWithinMs: number
+    }
+
+/**
+ * The channel of the listener's check: each replica's own notifications (a token of its pool's),
+ * which the others receive and ignore.
+ */
+export const LISTENER_CHECK_CHANNEL = 'lead_capture_listener_check'
 
 /** A statement sent through the pool and not answered yet; `state` is postgres.js' backend key. */
 interface Unanswered {
@@ -53,11 +68,27 @@ interface BackendState {
  *
  * Only statements sent outside a transaction are watched (Drizzle's queries, `query`, the pings); a
  * transaction on a lost connection fails when the pool is replaced for any of them.
+ *
+ * The LISTEN connection runs no statement to watch: a listener whose server vanished hears nothing,
+ * and the replica's caches (src/modules/sources/source-cache.ts) would keep a disabled source or a
+ * replaced key until their entries expire (5 minutes). So, while anything listens, every
+ * `unansweredCheckMs` the pool sends a notification of its own on LISTENER_CHECK_CHANNEL; one that
+ * the server committed and the listener has not heard after another `unansweredCheckMs` means the
+ * listener lost its server: it is replaced by a new one (its own client, so no statement is cut
+ * short), which listens to every channel again and calls their onConnect (the caches drop what
+ * they hold, as after any reconnection). A NOTIFY the pool cannot send gives no verdict.
  */
 export class RenewablePool {
   /** What Drizzle and the database handle are given: forwards to the current pool. */
   readonly client: Sql
   private current: Sql
+  /** LISTEN's own client (postgres.js opens one connection for it), replaced when found deaf. */
+  private listener: Sql | null = null
+  /** This pool's notifications on LISTENER_CHECK_CHANNEL, and the one the listener must hear next. */
+  private readonly checkToken = crypto.randomUUID()
+  private sentChecks = 0
+  private awaitedCheck: string | null = null
+  private listenerTimer: ReturnType<typeof setInterval> | null = null
   /** In the order sent, so the oldest come first. */
   private readonly unanswered = new Set<Unanswered>()
   private readonly listeners: Listener[] = []
@@ -69,7 +100,7 @@ export class RenewablePool {
 
   constructor(
     private readonly open: () => Sql,
-    /** A client of one connection for the check, ended after it. */
+    /** A client of one connection: the check's (ended after it), and LISTEN's own. */
     private readonly openProbe: () => Sql,
     /** 0: never checked. */
     private readonly unansweredCheckMs: number,
@@ -100,18 +131,79 @@ export class RenewablePool {
   async end(timeoutSeconds: number): Promise<void> {
     this.closed = true
     if (this.timer) clearInterval(this.timer)
-    await this.current.end({ timeout: timeoutSeconds })
+    if (this.listenerTimer) clearInterval(this.listenerTimer)
+    await Promise.all([
+      this.current.end({ timeout: timeoutSeconds }),
+      this.listener?.end({ timeout: timeoutSeconds }),
+    ])
   }
 
-  /** LISTEN, remembered so that a new pool listens again (its onConnect drops what was cached). */
+  /**
+   * LISTEN on a client of its own, remembered so that a new listener listens again (its onConnect
+   * drops what was cached); the first one starts the listener's check.
+   */
   private readonly listen = ((
     channel: string,
     onMessage: (payload: string) => void,
     onConnect?: () => void,
   ) => {
     this.listeners.push({ channel, onMessage, onConnect })
-    return this.current.listen(channel, onMessage, onConnect)
+    if (!this.listener) {
+      this.listener = this.openListener()
+      if (this.unansweredCheckMs > 0) {
+        this.listenerTimer = setInterval(() => void this.checkListener(), this.unansweredCheckMs)
+        this.listenerTimer.unref?.()
+      }
+    }
+    return this.listener.listen(channel, onMessage, onConnect)
   }) as Sql['listen']
+
+  /** A new LISTEN client, listening to the check's channel (its answers to this pool's checks). */
+  private openListener(): Sql {
+    const listener = this.openProbe()
+    if (this.unansweredCheckMs > 0)
+      void listener
+        .listen(LISTENER_CHECK_CHANNEL, (payload) => {
+          if (payload === this.awaitedCheck) this.awaitedCheck = null
+        })
+        .catch(() => {})
+    return listener
+  }
+
+  /** Sends this pool's notification, then waits for the listener to hear it (class comment). */
+  private async checkListener(): Promise<void> {
+    if (this.closed || this.awaitedCheck !== null || !this.listener) return
+    const token = `${this.checkToken}:${++this.sentChecks}`
+    this.awaitedCheck = token
+    try {
+      // Through the watched client: a NOTIFY stuck on a lost connection is the pool's check's to find.
+      await withTimeout(
+        Promise.resolve(this.client`select pg_notify(${LISTENER_CHECK_CHANNEL}, ${token})`),
+        this.unansweredCheckMs,
+      )
+    } catch {
+      // No answer to the NOTIFY: the pool's own check is for that; no verdict on the listener.
+      this.awaitedCheck = null
+      return
+    }
+    const sentAt = performance.now()
+    while (this.awaitedCheck === token && performance.now() - sentAt < this.unansweredCheckMs && !this.closed)
+      await Bun.sleep(Math.min(50, this.unansweredCheckMs / 4))
+    if (this.awaitedCheck !== token || this.closed) return
+    this.awaitedCheck = null
+    this.renewListener({ part: 'listener', notHeardWithinMs: this.unansweredCheckMs })
+  }
+
+  private renewListener(renewal: PoolRenewal): void {
+    const old = this.listener
+    const next = this.openListener()
+    this.listener = next
+    for (const { channel, onMessage, onConnect } of this.listeners)
+      void next.listen(channel, onMessage, onConnect).catch(() => {})
+    // At once: its connection lost its server, and it runs no statement of anyone's.
+    void old?.end({ timeout: 0 }).catch(() => {})
+    for (const listener of this.renewalListeners) listener(renewal)
+  }
 
   /**
    * Keeps the statement among the unanswered until it settles. Every statement given out here is
@@ -160,6 +252,7 @@ export class RenewablePool {
       })
       if (lost.length > 0 && !this.closed)
         this.renew({
+          part: 'statements',
           unansweredStatements: waiting,
           lostConnections: lost.length,
           unansweredAfterMs: this.unansweredCheckMs,
@@ -179,8 +272,6 @@ export class RenewablePool {
     Object.assign(next.options.parsers, old.options.parsers)
     Object.assign(next.options.serializers, old.options.serializers)
     this.current = next
-    for (const { channel, onMessage, onConnect } of this.listeners)
-      void next.listen(channel, onMessage, onConnect).catch(() => {})
     // At once: a lost connection never answers a goodbye, and what waits on it is answered 503.
     void old.end({ timeout: 0 }).catch(() => {})
     for (const listener of this.renewalListeners) listener(renewal)

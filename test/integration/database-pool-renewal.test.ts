@@ -18,12 +18,16 @@ import { vanishingProxy } from '../helpers/vanishing-proxy'
  * ask the server, on a new connection, whether the statement's backend is still at work: a backend
  * that is gone, or idle for as long while its answer never came, means the connection lost its server,
  * and the pool is replaced (what waited on the old one is answered 503 at once); a backend still at
- * work (a slow statement, a lock wait) is left alone.
+ * work (a slow statement, a lock wait) is left alone. The LISTEN connection, which runs no statement,
+ * is checked by a notification of the replica's own: not heard within as long, it listens again on
+ * a new connection (before, a listener that lost its server kept the replica's caches stale for up
+ * to their 5 minutes).
  */
 const databaseUrl = process.env.DATABASE_URL
 const CHECK_MS = 300
 const SLACK_MS = 4_000
 const RENEWED = 'database: the shared pool lost its server; replaced'
+const LISTENING_AGAIN = 'database: the listening connection lost its server; listening again'
 
 const opened: DatabaseHandle[] = []
 const proxies: Array<{ stop(): void }> = []
@@ -87,7 +91,7 @@ describe.skipIf(!databaseUrl)("Drizzle's pool on a database host that vanishes",
       const next = await answeredWithin(list(), SLACK_MS)
       expect(next.status).toBe(200)
       expect((await next.json()).data.map((row: { id: string }) => row.id)).toEqual([source.id])
-      // The listener is subscribed again on the new pool.
+      // The listener, its server lost too, is found by its own notification and listens again.
       const direct = postgres(databaseUrl!, { max: 1, onnotice: () => {} })
       try {
         const deadline = performance.now() + SLACK_MS
@@ -99,8 +103,41 @@ describe.skipIf(!databaseUrl)("Drizzle's pool on a database host that vanishes",
         await direct.end({ timeout: 5 })
       }
       expect(heard).toBeGreaterThan(0)
+      expect(loggedLines(ctx).filter((line) => line.msg === LISTENING_AGAIN)).toEqual([
+        expect.objectContaining({ level: 'error', not_heard_within_ms: CHECK_MS }),
+      ])
     }, 30_000)
   }
+
+  test('a listener alone lost its server: it listens again, and its onConnect runs (the caches drop)', async () => {
+    const { proxy, ctx } = await serviceBehindProxy({})
+    let heard = 0
+    let connected = 0
+    await ctx.database.listen(
+      'pool_renewal_listener_test',
+      () => heard++,
+      () => connected++,
+    )
+    expect(connected).toBe(1)
+    // Every connection open now is lost: the listener's, and the pool's idle ones.
+    expect(proxy.vanish()).toBeGreaterThan(0)
+    const direct = postgres(databaseUrl!, { max: 1, onnotice: () => {} })
+    try {
+      await direct`select pg_notify('pool_renewal_listener_test', 'lost')`
+      const deadline = performance.now() + SLACK_MS + 4 * CHECK_MS
+      while (connected < 2 && performance.now() < deadline) await Bun.sleep(20)
+      expect(connected).toBe(2)
+      expect(heard).toBe(0)
+      await direct`select pg_notify('pool_renewal_listener_test', 'heard')`
+      while (heard === 0 && performance.now() < deadline) await Bun.sleep(20)
+      expect(heard).toBe(1)
+    } finally {
+      await direct.end({ timeout: 5 })
+    }
+    expect(loggedLines(ctx).filter((line) => line.msg === LISTENING_AGAIN)).toEqual([
+      expect.objectContaining({ level: 'error', not_heard_within_ms: CHECK_MS }),
+    ])
+  }, 30_000)
 
   test('a slow statement is not a lost server: a lock wait longer than the check is left to finish', async () => {
     const { app, ctx } = await serviceBehindProxy({ DATABASE_LOCK_TIMEOUT_MS: '0' })
@@ -120,7 +157,6 @@ describe.skipIf(!databaseUrl)("Drizzle's pool on a database host that vanishes",
     } finally {
       await holder.end({ timeout: 5 })
     }
-    expect(loggedLines(ctx).filter((line) => line.msg === RENEWED)).toEqual([])
     expect(loggedLines(ctx).filter((line) => line.level === 'error')).toEqual([])
   }, 30_000)
 })
