@@ -6,6 +6,7 @@ import { sqlRows } from '../../src/db/rows'
 import { FakeClock } from '../../src/lib/clock'
 import { newId } from '../../src/lib/ids'
 import {
+  CLAIM_PLANNER_SETTINGS,
   claimStatement,
   fanOutStatement,
   recordStatement,
@@ -36,11 +37,12 @@ const deliveryReads = (node: PlanNode) => reads('webhook_deliveries', node)
  * PostgreSQL keeps the plan made without the parameters' values, which estimates a LIMIT $1 at a
  * guess). An unnamed statement gets a plan for its values, which can hide what the generic one does.
  */
-async function explainGenericPlan(db: AppContext['db'], statement: SQL): Promise<PlanNode> {
+async function explainGenericPlan(db: AppContext['db'], statement: SQL, settings?: SQL): Promise<PlanNode> {
   const query = new PgDialect().sqlToQuery(statement)
   const types = query.params.map((param) => (typeof param === 'number' ? 'int' : 'text'))
   const values = query.params.map((param) => (typeof param === 'number' ? String(param) : `'${param}'`))
   return db.transaction(async (tx) => {
+    if (settings) await tx.execute(settings)
     await tx.execute(sql.raw('set local plan_cache_mode = force_generic_plan'))
     await tx.execute(sql.raw(`prepare generic_plan_check(${types.join(', ')}) as ${query.sql}`))
     try {
@@ -121,7 +123,14 @@ describe('the delivery claim and its results read what they take, whatever the s
               sql`select count(distinct endpoint_id)::int as endpoints from webhook_deliveries where status = 'pending'`,
             )
             const mostRead = Math.max(2 * CLAIM_LIMIT, pending!.endpoints + 1)
-            const top = await explain(ctx.db, claimStatement(options))
+            // in its transaction with its settings, as DeliveryQueueRepository.claim runs it
+            const top =
+              plan === 'generic'
+                ? await explainGenericPlan(ctx.db, claimStatement(options), CLAIM_PLANNER_SETTINGS)
+                : await ctx.db.transaction(async (tx) => {
+                    await tx.execute(CLAIM_PLANNER_SETTINGS)
+                    return explainAnalyze(tx, claimStatement(options))
+                  })
             // It claimed a full batch (EXPLAIN ANALYZE runs the update)…
             expect(top['Actual Rows']).toBe(CLAIM_LIMIT)
             // …and no step of it read more deliveries than a batch and the one probe per endpoint.
