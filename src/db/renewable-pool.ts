@@ -88,6 +88,8 @@ export class RenewablePool {
   private readonly checkToken = crypto.randomUUID()
   private sentChecks = 0
   private awaitedCheck: string | null = null
+  /** Resolves the check in progress when the listener hears its notification. */
+  private heard: (() => void) | null = null
   private listenerTimer: ReturnType<typeof setInterval> | null = null
   /** In the order sent, so the oldest come first. */
   private readonly unanswered = new Set<Unanswered>()
@@ -101,7 +103,7 @@ export class RenewablePool {
   constructor(
     private readonly open: () => Sql,
     /** A client of one connection: the check's (ended after it), and LISTEN's own. */
-    private readonly openProbe: () => Sql,
+    private readonly openSingle: () => Sql,
     /** 0: never checked. */
     private readonly unansweredCheckMs: number,
   ) {
@@ -160,11 +162,11 @@ export class RenewablePool {
 
   /** A new LISTEN client, listening to the check's channel (its answers to this pool's checks). */
   private openListener(): Sql {
-    const listener = this.openProbe()
+    const listener = this.openSingle()
     if (this.unansweredCheckMs > 0)
       void listener
         .listen(LISTENER_CHECK_CHANNEL, (payload) => {
-          if (payload === this.awaitedCheck) this.awaitedCheck = null
+          if (payload === this.awaitedCheck) this.heard?.()
         })
         .catch(() => {})
     return listener
@@ -173,25 +175,29 @@ export class RenewablePool {
   /** Sends this pool's notification, then waits for the listener to hear it (class comment). */
   private async checkListener(): Promise<void> {
     if (this.closed || this.awaitedCheck !== null || !this.listener) return
-    const token = `${this.checkToken}:${++this.sentChecks}`
-    this.awaitedCheck = token
+    this.awaitedCheck = `${this.checkToken}:${++this.sentChecks}`
+    // Before the NOTIFY: the notification can arrive before the statement's answer does.
+    const heard = new Promise<void>((resolve) => {
+      this.heard = resolve
+    })
     try {
-      // Through the watched client: a NOTIFY stuck on a lost connection is the pool's check's to find.
-      await withTimeout(
-        Promise.resolve(this.client`select pg_notify(${LISTENER_CHECK_CHANNEL}, ${token})`),
-        this.unansweredCheckMs,
-      )
-    } catch {
-      // No answer to the NOTIFY: the pool's own check is for that; no verdict on the listener.
+      try {
+        // Through the watched client: a NOTIFY stuck on a lost connection is the pool's check's to find.
+        await withTimeout(
+          Promise.resolve(this.client`select pg_notify(${LISTENER_CHECK_CHANNEL}, ${this.awaitedCheck})`),
+          this.unansweredCheckMs,
+        )
+      } catch {
+        // No answer to the NOTIFY: the pool's own check is for that; no verdict on the listener.
+        return
+      }
+      await withTimeout(heard, this.unansweredCheckMs).catch(() => {
+        if (!this.closed) this.renewListener({ part: 'listener', notHeardWithinMs: this.unansweredCheckMs })
+      })
+    } finally {
       this.awaitedCheck = null
-      return
+      this.heard = null
     }
-    const sentAt = performance.now()
-    while (this.awaitedCheck === token && performance.now() - sentAt < this.unansweredCheckMs && !this.closed)
-      await Bun.sleep(Math.min(50, this.unansweredCheckMs / 4))
-    if (this.awaitedCheck !== token || this.closed) return
-    this.awaitedCheck = null
-    this.renewListener({ part: 'listener', notHeardWithinMs: this.unansweredCheckMs })
   }
 
   private renewListener(renewal: PoolRenewal): void {
@@ -235,7 +241,7 @@ export class RenewablePool {
     if (pids.size === 0) return
     this.checking = true
     this.lastCheckAt = now
-    const probe = this.openProbe()
+    const probe = this.openSingle()
     try {
       const rows = await withTimeout(
         probe.unsafe<BackendState[]>(
