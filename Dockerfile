@@ -6,6 +6,8 @@ ARG BUN_IMAGE=oven/bun:1.4.5-debian
 FROM ${BUN_IMAGE} AS dependencies
 WORKDIR /app
 COPY package.json bun.lock ./
+# package.json's patchedDependencies: bun install applies them (patches/README.md)
+COPY patches ./patches
 RUN bun install --frozen-lockfile --production --ignore-scripts
 
 FROM ${BUN_IMAGE} AS runtime

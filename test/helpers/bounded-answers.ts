@@ -1,8 +1,8 @@
 import { expect } from 'bun:test'
 import { withTimeout } from '../../src/lib/timeout'
 
-/** The response, or a failure naming how long it did not come (a test never waits on a hung request). */
-export function answeredWithin(response: Promise<Response>, ms: number): Promise<Response> {
+/** The answer, or a failure naming how long it did not come (a test never waits on a hung request). */
+export function answeredWithin<T = Response>(response: Promise<T>, ms: number): Promise<T> {
   return withTimeout(response, ms, () => new Error(`no answer within ${ms} ms`))
 }
 
@@ -26,4 +26,20 @@ export async function expectUnavailableWithin(
     message: 'the service is temporarily unavailable, retry shortly',
     request_id: answer.headers.get('x-request-id'),
   })
+}
+
+/**
+ * How a piece of work (a periodic job's run) ended within `ms`: `resolved`, `rejected <code>` (the
+ * driver's or the database's code, from the error or its cause), or `still waiting`. It is not
+ * cancelled: a caller that got `still waiting` frees what it waits on and awaits it.
+ */
+export function settledWithin(work: Promise<unknown>, ms: number): Promise<string> {
+  return withTimeout(
+    work.then(
+      () => 'resolved',
+      (error: { code?: unknown; cause?: { code?: unknown } }) =>
+        `rejected ${String(error?.code ?? error?.cause?.code ?? 'without a code')}`,
+    ),
+    ms,
+  ).catch(() => 'still waiting')
 }
