@@ -76,7 +76,12 @@ export async function createContext(config: Config, overrides: ContextOverrides 
     overrides.database ?? (await openDatabase(config, { inMemory: overrides.inMemoryDatabase }))
   if (!overrides.database) closers.push(() => database.close())
   database.onPoolRenewed((renewal) => {
-    if (renewal.part === 'statements')
+    if (renewal.part === 'statements' && renewal.session)
+      logger.error('database: a connection of its own lost its server; replaced', {
+        application_name: renewal.session,
+        unanswered_after_ms: renewal.unansweredAfterMs,
+      })
+    else if (renewal.part === 'statements')
       logger.error('database: the shared pool lost its server; replaced', {
         unanswered_after_ms: renewal.unansweredAfterMs,
         unanswered_statements: renewal.unansweredStatements,

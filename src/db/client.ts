@@ -63,7 +63,24 @@ export interface DatabaseHandle {
    * (src/db/renewable-pool.ts, DATABASE_UNANSWERED_CHECK_MS); never on PGlite.
    */
   onPoolRenewed(listener: (renewal: PoolRenewal) => void): void
+  /**
+   * A connection of its own for work that needs one session throughout (the log retention's
+   * session lock and the batches it guards), named `lead-capture-<name>` in pg_stat_activity. It
+   * starts with the pools' settings (DATABASE_LOCK_TIMEOUT_MS) and is watched as the shared pool is
+   * (DATABASE_UNANSWERED_CHECK_MS): a statement on it whose server vanished fails with
+   * CONNECTION_DESTROYED within about twice the check instead of waiting until TCP gives up, and
+   * the renewal is reported to onPoolRenewed with the session's name. Every database connection of
+   * a replica is opened here, in src/db/ (test/unit/database-connections.test.ts). null on PGlite,
+   * whose one session is `db`'s.
+   */
+  openSession(name: string): DatabaseSession | null
   close(): Promise<void>
+}
+
+/** A connection of its own (DatabaseHandle.openSession); `end` closes it. */
+export interface DatabaseSession {
+  db: Database
+  end(): Promise<void>
 }
 
 /** Statements on one connection, run by the server one after another in the order sent. */
@@ -145,12 +162,17 @@ function openPostgres(
   // Replaced whole by replaceHotConnections: every use below reads the current one.
   let hot: HotStatements | null = openHot()
   let groupCommit = openGroupCommit()
+  const openSingle = () => postgres(url, { ...POSTGRES_JS_OPTIONS, connection, max: 1 })
+  const renewalListeners: Array<(renewal: PoolRenewal) => void> = []
   // Drizzle's pool, replaced under its client when it lost its server (DATABASE_UNANSWERED_CHECK_MS).
   const shared = new RenewablePool(
     () => postgres(url, { ...POSTGRES_JS_OPTIONS, connection, max: pools.postgresJs }),
-    () => postgres(url, { ...POSTGRES_JS_OPTIONS, connection, max: 1 }),
+    openSingle,
     config.databaseUnansweredCheckMs,
   )
+  shared.onRenewed((renewal) => {
+    for (const listener of renewalListeners) listener(renewal)
+  })
   const client = shared.client
   const db = drizzlePostgres(client, { schema }) as unknown as Database
   const location = (() => {
@@ -182,7 +204,29 @@ function openPostgres(
       return Boolean(oldHot || oldGroupCommit)
     },
     onPoolRenewed(listener) {
-      shared.onRenewed(listener)
+      renewalListeners.push(listener)
+    },
+    openSession(name) {
+      const applicationName = `${connection.application_name}-${name}`
+      const session = new RenewablePool(
+        () =>
+          postgres(url, {
+            ...POSTGRES_JS_OPTIONS,
+            connection: { ...connection, application_name: applicationName },
+            max: 1,
+          }),
+        openSingle,
+        config.databaseUnansweredCheckMs,
+      )
+      session.onRenewed((renewal) => {
+        // a session never listens: its renewals are its statements'
+        if (renewal.part === 'statements')
+          for (const listener of renewalListeners) listener({ ...renewal, session: applicationName })
+      })
+      return {
+        db: drizzlePostgres(session.client, { schema }) as unknown as Database,
+        end: () => session.end(5),
+      }
     },
     async ping() {
       await Promise.all([client`select 1`, hot?.ping(), groupCommit ? groupCommit`select 1` : null])
@@ -246,6 +290,7 @@ async function openPglite(dataDir: string | undefined): Promise<DatabaseHandle> 
     // One in-process connection: nothing to replace.
     replaceHotConnections: () => false,
     onPoolRenewed() {},
+    openSession: () => null,
     async close() {
       try {
         if (!client.closed) await client.close()

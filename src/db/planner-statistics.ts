@@ -1,4 +1,6 @@
+import { sql } from 'drizzle-orm'
 import type { AppContext } from '../context'
+import { sqlRows } from './rows'
 
 /**
  * Tables written on every inbound request: leads and delivery_logs, whose lookups are planned once
@@ -13,12 +15,14 @@ const MIN_PAGES = 8
 // `autovacuum`: whether the server's autovacuum would analyse this table (the server setting, the
 // statistics it needs, and the table's own `autovacuum_enabled`). A PostgreSQL can run with it off
 // (some managed and benchmark set-ups do); then this job is what keeps the statistics current.
-const SIZES_SQL = `SELECT c.relname AS table, c.reltuples::float8 AS reltuples, c.relpages AS relpages,
+const SIZES_SQL = (
+  tables: string,
+) => sql`SELECT c.relname AS table, c.reltuples::float8 AS reltuples, c.relpages AS relpages,
   (pg_relation_size(c.oid) / current_setting('block_size')::int)::int AS pages,
   (current_setting('autovacuum') = 'on' AND current_setting('track_counts') = 'on'
     AND coalesce((SELECT o.option_value FROM pg_options_to_table(c.reloptions) o
                   WHERE o.option_name = 'autovacuum_enabled'), 'on') IN ('on', 'true', 'yes', '1')) AS autovacuum
-FROM pg_class c WHERE c.oid = ANY($1::regclass[])`
+FROM pg_class c WHERE c.oid = ANY(${tables}::regclass[])`
 
 export interface TableSize {
   table: string
@@ -32,9 +36,14 @@ export interface TableSize {
   autovacuum: boolean
 }
 
-/** What the planner knows of each hot table against its real size now. */
+/**
+ * What the planner knows of each hot table against its real size now. Through Drizzle's pool, as
+ * the ANALYZE below, not the hot statements' Bun.sql pool: a job's statement whose server vanished
+ * is found there (src/db/renewable-pool.ts) and fails, where on Bun.sql it waited until TCP gave up,
+ * holding the job's next runs and the replica's shutdown (test/integration/database-pool-renewal.test.ts).
+ */
 export async function hotTableSizes(ctx: AppContext): Promise<TableSize[]> {
-  const sizes = await ctx.database.query<TableSize>(SIZES_SQL, [`{${HOT_TABLES.join(',')}}`])
+  const sizes = await sqlRows<TableSize>(ctx.db, SIZES_SQL(`{${HOT_TABLES.join(',')}}`))
   // PGlite reports the setting but runs no autovacuum process.
   const pglite = ctx.database.engine === 'pglite'
   return sizes.map((size) => ({ ...size, autovacuum: !pglite && size.autovacuum === true }))
@@ -69,7 +78,7 @@ export async function refreshPlannerStatistics(ctx: AppContext): Promise<string[
   for (const { table, pages } of stale) {
     const started = performance.now()
     // Table names come from HOT_TABLES, never from input.
-    await ctx.database.query(`ANALYZE ${table}`, [])
+    await ctx.db.execute(sql.raw(`ANALYZE ${table}`))
     ctx.logger.info('planner statistics refreshed', {
       table,
       pages,

@@ -13,6 +13,8 @@ export type PoolRenewal =
       /** Their connections whose backend the server no longer has, or has idle since as long. */
       lostConnections: number
       unansweredAfterMs: number
+      /** A connection of its own (DatabaseHandle.openSession): its application_name; absent for the shared pool. */
+      session?: string
     }
   | {
       /** The LISTEN connection: its own notification, sent through the pool, did not arrive. */
@@ -43,6 +45,13 @@ interface Listener {
 interface BackendState {
   pid: number
   state: string | null
+  /**
+   * The backend waits for a message of ours: idle (its answer sent), idle in a transaction, or
+   * active within a statement whose next message never came (postgres.js describes a statement with
+   * Flush, not Sync, before it binds it: the description lost, the backend stays `active`).
+   */
+  waiting_for_client: boolean | null
+  /** Since its state last changed: for an active backend, since the statement began. */
   idle_ms: number | null
 }
 
@@ -59,15 +68,16 @@ interface BackendState {
  *
  * When: a statement unanswered for `unansweredCheckMs` makes the pool ask the server, on a new
  * connection of its own, what the statement's backend is doing (pg_stat_activity). A backend that
- * is gone (another host answers now, or the server restarted) or idle for as long (its answer was
- * sent and never arrived) means the connection lost its server: the pool is replaced, what waited on
+ * is gone (another host answers now, or the server restarted) or has waited for a message of ours
+ * for as long (idle, idle in a transaction, or within a statement: its answer was sent and never
+ * arrived) means the connection lost its server: the pool is replaced, what waited on
  * the old one fails at once (CONNECTION_DESTROYED, a 503) and the next statement goes out on a new
  * connection. A backend still at work (a slow statement, a lock wait) is left to finish: the check
  * never cuts a statement short. A check that cannot connect replaces nothing (a new pool could not
  * connect either). At most one check runs per `unansweredCheckMs`.
  *
- * Only statements sent outside a transaction are watched (Drizzle's queries, `query`, the pings); a
- * transaction on a lost connection fails when the pool is replaced for any of them.
+ * Every statement is watched: Drizzle's queries, `query`, the pings, and a transaction's (its
+ * client from `begin` is watched as the pool's is).
  *
  * The LISTEN connection runs no statement to watch: a listener whose server vanished hears nothing,
  * and the replica's caches (src/modules/sources/source-cache.ts) would keep a disabled source or a
@@ -108,22 +118,46 @@ export class RenewablePool {
     private readonly unansweredCheckMs: number,
   ) {
     this.current = open()
-    const unsafe = (...args: Parameters<Sql['unsafe']>) => this.watch(this.current.unsafe(...args))
-    this.client = new Proxy(function forwarded() {} as unknown as Sql, {
-      // the tagged template: sql`select 1`
-      apply: (_target, _this, args: unknown[]) =>
-        this.watch((this.current as unknown as (...a: unknown[]) => PromiseLike<unknown>)(...args)),
-      get: (_target, property) => {
-        if (property === 'unsafe') return unsafe
-        if (property === 'listen') return this.listen
-        const value: unknown = Reflect.get(this.current, property)
-        return typeof value === 'function' ? value.bind(this.current) : value
-      },
-    })
+    this.client = this.watched(() => this.current, { listen: this.listen, begin: this.begin })
     this.timer =
       unansweredCheckMs > 0 ? setInterval(() => void this.check(), Math.max(50, unansweredCheckMs / 2)) : null
     this.timer?.unref?.()
   }
+
+  /**
+   * A client that forwards to `target()` and watches every statement it runs (the tagged template
+   * and `unsafe`); `overrides` replace other properties. The pool's own client, and each
+   * transaction's (Drizzle runs a transaction's statements on the client `begin` gives it).
+   */
+  private watched(target: () => Sql, overrides: Partial<Record<keyof Sql, unknown>> = {}): Sql {
+    const unsafe = (...args: Parameters<Sql['unsafe']>) => this.watch(target().unsafe(...args))
+    return new Proxy(function forwarded() {} as unknown as Sql, {
+      // the tagged template: sql`select 1`
+      apply: (_target, _this, args: unknown[]) =>
+        this.watch((target() as unknown as (...a: unknown[]) => PromiseLike<unknown>)(...args)),
+      get: (_target, property) => {
+        if (property === 'unsafe') return unsafe
+        if (Object.hasOwn(overrides, property)) return overrides[property as keyof Sql]
+        const current = target()
+        const value: unknown = Reflect.get(current, property)
+        return typeof value === 'function' ? value.bind(current) : value
+      },
+    })
+  }
+
+  /**
+   * `begin` whose transaction client is watched too: a transaction's statement whose server
+   * vanished is found like any other, and the pool's replacement ends its connection (the
+   * transaction fails with CONNECTION_DESTROYED). Before, the webhook worker's claim, the log
+   * roll-up and every other transaction on a lost connection waited until TCP gave up.
+   */
+  private readonly begin = ((...args: unknown[]) => {
+    const body = args.pop() as (transaction: Sql) => unknown
+    const current = this.current
+    return (current.begin as (...a: unknown[]) => Promise<unknown>)(...args, (transaction: Sql) =>
+      body(this.watched(() => transaction)),
+    )
+  }) as Sql['begin']
 
   /** Called with every renewal (the context logs it). */
   onRenewed(listener: (renewal: PoolRenewal) => void): void {
@@ -245,7 +279,8 @@ export class RenewablePool {
     try {
       const rows = await withTimeout(
         probe.unsafe<BackendState[]>(
-          `select pid, state, (extract(epoch from clock_timestamp() - state_change) * 1000)::float8 as idle_ms
+          `select pid, state, wait_event = 'ClientRead' as waiting_for_client,
+               (extract(epoch from clock_timestamp() - state_change) * 1000)::float8 as idle_ms
              from pg_stat_activity where pid = any($1::int[])`,
           [[...pids]],
         ),
@@ -254,7 +289,7 @@ export class RenewablePool {
       const found = new Map(rows.map((row) => [row.pid, row]))
       const lost = [...pids].filter((pid) => {
         const backend = found.get(pid)
-        return !backend || (backend.state === 'idle' && (backend.idle_ms ?? 0) >= this.unansweredCheckMs)
+        return !backend || (backend.waiting_for_client && (backend.idle_ms ?? 0) >= this.unansweredCheckMs)
       })
       if (lost.length > 0 && !this.closed)
         this.renew({

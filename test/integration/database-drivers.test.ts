@@ -120,7 +120,7 @@ describe.skipIf(!databaseUrl).each(DRIVERS)('session settings with %s', (driver)
     ['1234', '1234ms'],
     ['0', '0'],
   ])(
-    'DATABASE_LOCK_TIMEOUT_MS=%p: lock_timeout %p on the hot statements, Drizzle and the pipeline',
+    'DATABASE_LOCK_TIMEOUT_MS=%p: lock_timeout %p on the hot statements, Drizzle, the pipeline and a connection of its own',
     async (value, shown) => {
       const database = await openDatabase(
         loadConfig({
@@ -142,6 +142,17 @@ describe.skipIf(!databaseUrl).each(DRIVERS)('session settings with %s', (driver)
         sql`select current_setting('lock_timeout') as lock_timeout, current_setting('application_name') as app`,
       )
       expect(viaDrizzle).toEqual({ lock_timeout: shown, app: 'lead-capture' })
+      // a connection of its own (the log retention's), named after its work
+      const session = database.openSession('settings-check')!
+      try {
+        const [own] = await sqlRows<{ lock_timeout: string; app: string }>(
+          session.db,
+          sql`select current_setting('lock_timeout') as lock_timeout, current_setting('application_name') as app`,
+        )
+        expect(own).toEqual({ lock_timeout: shown, app: 'lead-capture-settings-check' })
+      } finally {
+        await session.end()
+      }
     },
   )
 })

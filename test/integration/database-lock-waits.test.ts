@@ -1,13 +1,14 @@
 import { afterAll, describe, expect, test } from 'bun:test'
 import { eq } from 'drizzle-orm'
-import postgres from 'postgres'
 import type { Config } from '../../src/config'
 import { type DatabaseHandle, openDatabase } from '../../src/db/client'
 import { leads } from '../../src/db/schema'
-import { answeredWithin, expectUnavailableWithin } from '../helpers/bounded-answers'
+import { periodicJobs } from '../../src/jobs'
+import { answeredWithin, expectUnavailableWithin, settledWithin } from '../helpers/bounded-answers'
 import { uniqueEmail } from '../helpers/emails'
 import { createLead, createSignedInUser, createSource } from '../helpers/factories'
 import { logsOf, post } from '../helpers/inbound'
+import { holdEveryTable, holdLock as holdLockOn } from '../helpers/locks'
 import { call, makeTestApp, request, testConfig } from '../helpers/test-app'
 
 /**
@@ -46,19 +47,8 @@ function appWithLockTimeout(driver: Config['databaseDriver']) {
   return app
 }
 
-/**
- * Runs `statement` in a transaction of a connection of its own and keeps the transaction open (and
- * its locks held) until the returned release is called.
- */
-async function holdLock(statement: string, params: string[] = []): Promise<() => Promise<void>> {
-  const holder = postgres(databaseUrl!, { max: 1, onnotice: () => {} })
-  await holder.unsafe('begin')
-  await holder.unsafe(statement, params)
-  return async () => {
-    await holder.unsafe('rollback')
-    await holder.end({ timeout: 5 })
-  }
-}
+/** A lock held on `statement` (test/helpers/locks.ts) until the returned release is called. */
+const holdLock = (statement: string, params: string[] = []) => holdLockOn(databaseUrl!, statement, params)
 
 /**
  * The locks a webhook POST can meet: each table ingest_leads() and log_deliveries() read or write,
@@ -212,4 +202,34 @@ describe.skipIf(!databaseUrl).each(DRIVERS)('a lock held elsewhere, hot statemen
       expect(after.status).toBe(200)
     }, 20_000)
   }
+})
+
+// The replica's periodic jobs (src/jobs.ts) run on connections of the same pools, and the log
+// retention on a connection of its own (DatabaseHandle.openSession): each meets the timeout too. A
+// job that waited instead would hold its next runs (a run never overlaps the one before) and the
+// replica's shutdown, which awaits the runs in progress. The log retention's connection had no
+// lock_timeout until it was opened by the handle.
+describe.skipIf(!databaseUrl)('periodic jobs behind a lock on every table', () => {
+  test('every job ends within the lock timeout: it fails with 55P03 (retried on its next tick) or had nothing to wait for', async () => {
+    const { ctx, services } = await appWithLockTimeout('bun-sql')
+    const jobs = periodicJobs(ctx, services)
+    const release = await holdEveryTable(databaseUrl!)
+    let runs: Array<Promise<unknown>> = []
+    try {
+      runs = jobs.map((job) => job.run(() => false))
+      const outcomes = await Promise.all(
+        runs.map((run) => settledWithin(run, LOCK_TIMEOUT_MS + ANSWER_SLACK_MS)),
+      )
+      expect(Object.fromEntries(jobs.map((job, index) => [job.name, outcomes[index]]))).toEqual(
+        Object.fromEntries(
+          jobs.map((job) => [job.name, expect.stringMatching(/^(resolved|rejected 55P03)$/)]),
+        ),
+      )
+      // The log retention reads and deletes log entries: it cannot have had nothing to wait for.
+      expect(outcomes[jobs.findIndex((job) => job.name === 'log retention')]).toBe('rejected 55P03')
+    } finally {
+      await release()
+      await Promise.allSettled(runs)
+    }
+  }, 30_000)
 })

@@ -3,8 +3,12 @@ import { sql } from 'drizzle-orm'
 import postgres from 'postgres'
 import type { Config } from '../../src/config'
 import { type DatabaseHandle, openDatabase, splitPool } from '../../src/db/client'
-import { answeredWithin, expectUnavailableWithin } from '../helpers/bounded-answers'
-import { createSignedInUser, createSource } from '../helpers/factories'
+import type { PoolRenewal } from '../../src/db/renewable-pool'
+import { sqlRows } from '../../src/db/rows'
+import { periodicJobs } from '../../src/jobs'
+import { answeredWithin, expectUnavailableWithin, settledWithin } from '../helpers/bounded-answers'
+import { createSignedInUser, createSource, createUser } from '../helpers/factories'
+import { holdEveryTable } from '../helpers/locks'
 import { call, loggedLines, makeTestApp, testConfig } from '../helpers/test-app'
 import { vanishingProxy } from '../helpers/vanishing-proxy'
 
@@ -49,12 +53,12 @@ async function serviceBehindProxy(env: Record<string, string>) {
   const config = testConfig(allEnv)
   const database = await openDatabase(config)
   opened.push(database)
-  const { app, ctx } = await makeTestApp({
+  const { app, ctx, services } = await makeTestApp({
     env: allEnv as Partial<Record<keyof Config, string>>,
     database,
   })
   const shared = splitPool(config.databasePoolSize, config.databaseDriver, config.ingestPipeline).postgresJs
-  return { proxy, database, app, ctx, shared }
+  return { proxy, database, app, ctx, services, shared }
 }
 
 describe.skipIf(!databaseUrl)("Drizzle's pool on a database host that vanishes", () => {
@@ -158,5 +162,113 @@ describe.skipIf(!databaseUrl)("Drizzle's pool on a database host that vanishes",
       await holder.end({ timeout: 5 })
     }
     expect(loggedLines(ctx).filter((line) => line.level === 'error')).toEqual([])
+  }, 30_000)
+
+  // A periodic job waits on its statement like a request does, and a run never overlaps the one
+  // before it while the replica's shutdown awaits the runs in progress: a job whose server vanished
+  // would stop its next runs and the replica's exit until TCP gives up. The log retention runs on a
+  // connection of its own (DatabaseHandle.openSession), watched as the shared pool is; before, it
+  // opened a client of its own that nothing watched.
+  test('every periodic job whose statement lost its server ends within the check; none waits for TCP', async () => {
+    const { proxy, ctx, services } = await serviceBehindProxy({ DATABASE_LOCK_TIMEOUT_MS: '0' })
+    const { organization } = await createSignedInUser(ctx)
+    await createSource(ctx, organization.id)
+    const jobs = periodicJobs(ctx, services)
+    // Each job once, on a server that answers: what they open is open before the host vanishes.
+    for (const job of jobs) await job.run(() => false)
+    // Each job's statements wait for a lock, so that each is in flight when the host vanishes; the
+    // lock goes after it, the statements run and their answers are lost on the way.
+    const release = await holdEveryTable(databaseUrl!)
+    const runs = jobs.map((job) => job.run(() => false))
+    let outcomes: string[]
+    try {
+      await Bun.sleep(CHECK_MS)
+      expect(proxy.vanish()).toBeGreaterThan(0)
+    } finally {
+      await release()
+    }
+    try {
+      outcomes = await Promise.all(runs.map((run) => settledWithin(run, 2 * CHECK_MS + SLACK_MS)))
+    } finally {
+      // what still waits waits on a lost connection: the proxy's end closes it
+      proxy.stop()
+      await Promise.allSettled(runs)
+    }
+    const byJob = Object.fromEntries(jobs.map((job, index) => [job.name, outcomes[index]]))
+    expect(byJob).toEqual(
+      Object.fromEntries(
+        jobs.map((job) => [
+          job.name,
+          expect.stringMatching(/^(resolved|rejected CONNECTION_(DESTROYED|CLOSED))$/),
+        ]),
+      ),
+    )
+    // The log retention's statement was on its own connection when the host vanished.
+    expect(byJob['log retention']).toBe('rejected CONNECTION_DESTROYED')
+    expect(
+      loggedLines(ctx).filter(
+        (line) => line.msg === 'database: a connection of its own lost its server; replaced',
+      ),
+    ).toEqual([
+      expect.objectContaining({
+        level: 'error',
+        application_name: 'lead-capture-retention',
+        unanswered_after_ms: CHECK_MS,
+      }),
+    ])
+  }, 30_000)
+
+  test("a transaction's statement on a lost connection (a member's role change): 503 within the check", async () => {
+    const { proxy, app, ctx } = await serviceBehindProxy({ DATABASE_LOCK_TIMEOUT_MS: '0' })
+    const { organization, token } = await createSignedInUser(ctx)
+    const member = await createUser(ctx, organization.id, { role: 'member' })
+    const release = await holdEveryTable(databaseUrl!)
+    let answer: Promise<Response>
+    try {
+      answer = call(app, token, 'PATCH', `/api/v2/members/${member.id}`, { role: 'admin' })
+      await Bun.sleep(CHECK_MS)
+      expect(proxy.vanish()).toBeGreaterThan(0)
+    } finally {
+      await release()
+    }
+    await expectUnavailableWithin(answer, { atLeastMs: 0, withinMs: 2 * CHECK_MS + SLACK_MS })
+    expect(loggedLines(ctx).filter((line) => line.msg === RENEWED)).toEqual([
+      expect.objectContaining({ level: 'error', unanswered_after_ms: CHECK_MS }),
+    ])
+  }, 30_000)
+
+  // With nothing listening there is no heartbeat to find a lost pool: only the statements are
+  // watched, the transaction's included.
+  test("a transaction's statement on a lost connection, nothing listening: it fails within the check", async () => {
+    const proxy = vanishingProxy(new URL(databaseUrl!))
+    proxies.push(proxy)
+    const database = await openDatabase(
+      testConfig({
+        DATABASE_URL: proxy.url,
+        DATABASE_UNANSWERED_CHECK_MS: String(CHECK_MS),
+        DATABASE_LOCK_TIMEOUT_MS: '0',
+      }),
+    )
+    opened.push(database)
+    const renewals: PoolRenewal[] = []
+    database.onPoolRenewed((renewal) => renewals.push(renewal))
+    expect(await sqlRows(database.db, sql`select 1 as one`)).toEqual([{ one: 1 }])
+    const release = await holdEveryTable(databaseUrl!)
+    let transaction: Promise<unknown>
+    try {
+      transaction = database.db.transaction((tx) => sqlRows(tx, sql`select count(*) from webhook_sources`))
+      void transaction.catch(() => {})
+      await Bun.sleep(CHECK_MS)
+      expect(proxy.vanish()).toBeGreaterThan(0)
+    } finally {
+      await release()
+    }
+    expect(await settledWithin(transaction, 2 * CHECK_MS + SLACK_MS)).toMatch(
+      /^rejected CONNECTION_(DESTROYED|CLOSED)$/,
+    )
+    expect(renewals).toEqual([
+      expect.objectContaining({ part: 'statements', unansweredStatements: 1, lostConnections: 1 }),
+    ])
+    expect(await answeredWithin(sqlRows(database.db, sql`select 1 as one`), SLACK_MS)).toEqual([{ one: 1 }])
   }, 30_000)
 })

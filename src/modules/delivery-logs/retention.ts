@@ -1,6 +1,4 @@
 import { type SQL, sql } from 'drizzle-orm'
-import { drizzle } from 'drizzle-orm/postgres-js'
-import postgres from 'postgres'
 import type { AppContext } from '../../context'
 import { sqlRows } from '../../db/rows'
 import { ENTRIES_BY_OUTCOME_SQL } from './repository'
@@ -38,8 +36,10 @@ export interface PurgeOptions {
  * dropped by drizzle/0022). Every entry
  * belongs to a source (a source's deletion deletes its entries: webhook_sources_release_rows), so
  * walking the sources finds them all. On PostgreSQL one replica purges at a
- * time: a session-level advisory lock on a dedicated connection is held for the whole run (the
- * batches commit one by one, so no long transaction holds back vacuum). PGlite is one process.
+ * time: a session-level advisory lock on a connection of its own (DatabaseHandle.openSession: the
+ * pools' lock_timeout, and a statement whose server vanished fails instead of holding the run and
+ * the replica's shutdown until TCP gives up) is held for the whole run (the batches commit one by
+ * one, so no long transaction holds back vacuum). PGlite is one process.
  */
 export async function purgeExpiredLogs(
   ctx: AppContext,
@@ -47,19 +47,14 @@ export async function purgeExpiredLogs(
   options: PurgeOptions = {},
 ): Promise<PurgeResult> {
   const cutoff = new Date(now - ctx.config.logRetentionDays * DAY_MS).toISOString()
-  if (ctx.database.engine === 'pglite' || !ctx.config.databaseUrl) {
+  const session = ctx.database.openSession('retention')
+  if (!session) {
     const run: Run = (query) => sqlRows(ctx.db, query)
     return { ran: true, cutoff, ...(await purge(ctx, run, cutoff, options)) }
   }
-  const client = postgres(ctx.config.databaseUrl, {
-    max: 1,
-    onnotice: () => {},
-    connect_timeout: 5,
-    connection: { application_name: 'lead-capture-retention' },
-  })
   try {
     // Its own connection, so the session lock and the batches share it.
-    const db = drizzle(client)
+    const { db } = session
     const [lock] = await sqlRows<{ locked: boolean }>(
       db,
       sql`SELECT pg_try_advisory_lock(${PURGE_LOCK_ID}) AS locked`,
@@ -72,10 +67,12 @@ export async function purgeExpiredLogs(
       const run: Run = (query) => sqlRows(db, query)
       return { ran: true, cutoff, ...(await purge(ctx, run, cutoff, options)) }
     } finally {
-      await db.execute(sql`SELECT pg_advisory_unlock(${PURGE_LOCK_ID})`)
+      // A connection that lost its server took the lock with its session, and ending the session
+      // releases it anyway: a failed unlock changes nothing, and the run's own error is the one to report.
+      await db.execute(sql`SELECT pg_advisory_unlock(${PURGE_LOCK_ID})`).catch(() => {})
     }
   } finally {
-    await client.end({ timeout: 5 })
+    await session.end()
   }
 }
 
