@@ -161,14 +161,43 @@ export interface DatabaseErrorDescription {
   /** The statement text with its placeholders (`$1`), never the values. */
   statement?: string
   /**
-   * The server cannot serve now (too many connections 53300, admin shutdown 57P01, starting up
-   * 57P03, connection exceptions 08xxx, connection refused or timed out, a lock held elsewhere
-   * for longer than DATABASE_LOCK_TIMEOUT_MS 55P03): 503 + Retry-After, not 500.
+   * The server cannot serve now, and the same request may succeed later (serverCannotServeNow):
+   * 503 + Retry-After, not 500.
    */
   unavailable: boolean
 }
 
 const MAX_STATEMENT_CHARS = 500
+
+/**
+ * SQLSTATE read_only_sql_transaction: the server takes no writes (a standby, a failover in progress
+ * whose old primary came back as one, a host name that still points at it). The database answers:
+ * the request is answered 503, the replica stays ready (its reads still work).
+ */
+export const READ_ONLY_TRANSACTION = '25006'
+
+/**
+ * Whether a SQLSTATE (or a driver's connection code) means the server cannot serve now, where the
+ * same request may succeed later: a connection exception (class 08), a lack of resources (class
+ * 53: disk full, out of memory, too many connections, a configured limit), an operator's
+ * intervention (class 57: a shutdown, a crash of another backend, starting up, an idle session
+ * ended), a lock held elsewhere past DATABASE_LOCK_TIMEOUT_MS (55P03), a server that takes no
+ * writes (25006), the server's own system or I/O error (class 58). Not a deadlock or a
+ * serialization failure (class 40): the group commit writes such a group's leads one by one
+ * (src/modules/inbound/group-commit.ts), and elsewhere they are answered 500. Not class 57's
+ * 57014 (a statement cancelled, which the service never asks for) or 57P04 (the database dropped).
+ */
+export function serverCannotServeNow(code: string): boolean {
+  return (
+    CONNECTION_ERROR_CODES.has(code) ||
+    code.startsWith('08') ||
+    code.startsWith('53') ||
+    code.startsWith('58') ||
+    /^57P0[1235]$/.test(code) ||
+    code === LOCK_NOT_AVAILABLE ||
+    code === READ_ONLY_TRANSACTION
+  )
+}
 
 /**
  * SQLSTATE lock_not_available: a statement waited DATABASE_LOCK_TIMEOUT_MS for a lock another
@@ -211,12 +240,7 @@ export function describeDatabaseError(error: unknown): DatabaseErrorDescription 
         // Data exceptions (class 22) quote the offending value ("invalid input syntax for type
         // integer: "…""): only the text before it is kept.
         message: code.startsWith('22') ? message.split(':')[0]! : message,
-        unavailable:
-          CONNECTION_ERROR_CODES.has(code) ||
-          code === '53300' ||
-          code === LOCK_NOT_AVAILABLE ||
-          code.startsWith('08') ||
-          /^57P0[123]$/.test(code),
+        unavailable: serverCannotServeNow(code),
       }
       break
     }

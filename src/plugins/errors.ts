@@ -1,6 +1,13 @@
 import { Elysia } from 'elysia'
 import type { AppContext } from '../context'
-import { AppError, describeDatabaseError, describeError, errors, LOCK_NOT_AVAILABLE } from '../lib/errors'
+import {
+  AppError,
+  describeDatabaseError,
+  describeError,
+  errors,
+  LOCK_NOT_AVAILABLE,
+  READ_ONLY_TRANSACTION,
+} from '../lib/errors'
 import type { RequestRegistry } from '../lib/http'
 import { describeValidationIssues, type ValidationIssue } from '../lib/validation-messages'
 
@@ -106,6 +113,14 @@ export function errorResponse(
     // A lock held elsewhere (a migration, an operator): the database is up and so is the replica,
     // so /readyz stays ready; taking every replica out of the load balancer would stop what works.
     ctx.logger.warn('database lock wait timed out', {
+      request_id: meta.requestId,
+      error: describeError(error),
+    })
+    appError = errors.serviceUnavailable()
+  } else if (databaseError?.sqlstate === READ_ONLY_TRANSACTION) {
+    // The database answers but takes no writes (a standby; a failover whose old primary came back
+    // as one): reads still work, so /readyz stays ready, as for a lock; an operator must look.
+    ctx.logger.error('database takes no writes (read-only)', {
       request_id: meta.requestId,
       error: describeError(error),
     })

@@ -49,12 +49,25 @@ describe('describeDatabaseError', () => {
     ['CONNECTION_CLOSED', 'write CONNECTION_CLOSED 127.0.0.1:5432'],
     ['55P03', 'canceling statement due to lock timeout'],
     ['ANSWER_TIMEOUT', 'the database did not answer within 15000 ms'],
+    // a standby, a failover's old primary come back as one (database-read-only.test.ts)
+    ['25006', 'cannot execute INSERT in a read-only transaction'],
+    // class 53, insufficient resources: every one passes when the resource is back
+    ['53100', 'could not extend file: No space left on device'],
+    ['53200', 'out of memory'],
+    ['53400', 'configuration limit exceeded'],
+    ['57P05', 'terminating connection due to idle-session timeout'],
+    // class 58, the server's own system error
+    ['58030', 'could not read block 0 in file "base/1/2": read only 0 of 8192 bytes'],
   ]
   const serviceable: Array<[string, string]> = [
     ['23505', 'duplicate key value violates unique constraint "leads_email_key"'],
     ['42P01', 'relation "nothing" does not exist'],
+    // class 40: the group commit writes such a group's leads one by one instead
     ['40001', 'could not serialize access due to concurrent update'],
-    ['53100', 'could not extend file: No space left on device'],
+    ['40P01', 'deadlock detected'],
+    ['57014', 'canceling statement due to user request'],
+    ['57P04', 'database dropped'],
+    ['22P02', 'invalid input syntax for type integer'],
   ]
   for (const [code, message] of [...unavailable, ...serviceable]) {
     const expected = unavailable.some(([candidate]) => candidate === code)

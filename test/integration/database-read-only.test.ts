@@ -1,0 +1,107 @@
+import { afterAll, describe, expect, test } from 'bun:test'
+import postgres from 'postgres'
+import type { Config } from '../../src/config'
+import { type DatabaseHandle, openDatabase } from '../../src/db/client'
+import { createSignedInUser, createSource } from '../helpers/factories'
+import { email, post } from '../helpers/inbound'
+import { call, loggedLines, makeTestApp, request, testConfig } from '../helpers/test-app'
+
+/**
+ * A database that takes no writes: a standby, a failover whose old primary came back as one, a host
+ * name that still points at it. Every write fails with SQLSTATE 25006 (read_only_sql_transaction),
+ * which was answered 500 internal_error (the webhook POST included: a sender that gives up on 5xx
+ * but retries 503 lost the lead). Now each write is answered 503 with Retry-After, reads are
+ * answered as usual, /readyz stays 200 (the replica's reads still work; the database is up) and the
+ * error log says `database takes no writes (read-only)`. The replica's sessions are made read-only by
+ * a role of this file's own (`default_transaction_read_only` on the role), as a standby's are.
+ */
+const databaseUrl = process.env.DATABASE_URL
+const ROLE = 'lead_capture_read_only_test'
+const READ_ONLY_LINE = 'database takes no writes (read-only)'
+
+const opened: DatabaseHandle[] = []
+afterAll(async () => {
+  for (const handle of opened) await handle.close()
+  if (!databaseUrl) return
+  const admin = postgres(databaseUrl, { max: 1, onnotice: () => {} })
+  await admin.unsafe(`drop owned by ${ROLE}; drop role ${ROLE}`).catch(() => {})
+  await admin.end({ timeout: 5 })
+})
+
+async function readOnlyUrl(): Promise<string> {
+  const admin = postgres(databaseUrl!, { max: 1, onnotice: () => {} })
+  try {
+    await admin.unsafe(
+      `do $$ begin if not exists (select 1 from pg_roles where rolname = '${ROLE}') then create role ${ROLE} login; end if; end $$`,
+    )
+    await admin.unsafe(`grant usage on schema public to ${ROLE};
+      grant all on all tables in schema public to ${ROLE};
+      grant all on all sequences in schema public to ${ROLE};
+      grant execute on all functions in schema public to ${ROLE};
+      alter role ${ROLE} set default_transaction_read_only = on`)
+  } finally {
+    await admin.end({ timeout: 5 })
+  }
+  const url = new URL(databaseUrl!)
+  url.username = ROLE
+  url.password = ''
+  return url.toString()
+}
+
+async function expectReadOnlyAnswer(answer: Response) {
+  expect(answer.status).toBe(503)
+  expect(answer.headers.get('retry-after')).toBe('5')
+  expect(await answer.json()).toEqual({
+    error: 'service_unavailable',
+    message: 'the service is temporarily unavailable, retry shortly',
+    request_id: answer.headers.get('x-request-id'),
+  })
+}
+
+describe.skipIf(!databaseUrl).each(['bun-sql', 'postgres-js'] as const)(
+  'a database that takes no writes, hot statements on %s',
+  (driver) => {
+    test('every write is answered 503 with Retry-After, reads 200, /readyz 200, one error line each', async () => {
+      // What the requests need, written while the database takes writes.
+      const { ctx: writer } = await makeTestApp()
+      const { organization, token } = await createSignedInUser(writer)
+      const { source, apiKey } = await createSource(writer, organization.id)
+
+      const env = { DATABASE_URL: await readOnlyUrl(), DATABASE_DRIVER: driver }
+      const database = await openDatabase(testConfig(env))
+      opened.push(database)
+      const { app, ctx } = await makeTestApp({ env: env as Partial<Record<keyof Config, string>>, database })
+
+      const writes: Array<[string, () => Promise<Response>]> = [
+        ['a webhook POST of a new lead', () => post(app, apiKey, { email: email() })],
+        ['a webhook POST without contact (its log entry)', () => post(app, apiKey, { first_name: 'Ada' })],
+        ['creating a source', () => call(app, token, 'POST', '/api/webhook/sources', { name: 'Read-only' })],
+        [
+          'sign-up',
+          () =>
+            app.handle(
+              request('POST', '/api/auth/signup', {
+                json: {
+                  email: email(),
+                  password: 'correct horse battery staple',
+                  organization_name: 'Acme Ltd',
+                },
+              }),
+            ),
+        ],
+      ]
+      for (const [, write] of writes) await expectReadOnlyAnswer(await write())
+      expect(loggedLines(ctx).filter((line) => line.msg === READ_ONLY_LINE)).toEqual(
+        writes.map(() =>
+          expect.objectContaining({ level: 'error', error: expect.objectContaining({ sqlstate: '25006' }) }),
+        ),
+      )
+
+      const list = await call(app, token, 'GET', '/api/webhook/sources')
+      expect(list.status).toBe(200)
+      expect((await list.json()).data.map((row: { id: string }) => row.id)).toEqual([source.id])
+      const ready = await app.handle(request('GET', '/readyz'))
+      expect(ready.status).toBe(200)
+    }, 30_000)
+  },
+)
