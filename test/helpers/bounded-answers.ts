@@ -18,6 +18,11 @@ export async function expectUnavailableWithin(
   const started = performance.now()
   const answer = await answeredWithin(response, withinMs)
   expect(performance.now() - started).toBeGreaterThanOrEqual(atLeastMs - 20)
+  await expectServiceUnavailable(answer)
+}
+
+/** 503 service_unavailable with Retry-After: 5 and the body DESIGN §2 gives every error. */
+export async function expectServiceUnavailable(answer: Response): Promise<void> {
   expect(answer.status).toBe(503)
   expect(answer.headers.get('retry-after')).toBe('5')
   expect(answer.headers.get('content-type')).toContain('application/json')

@@ -7,7 +7,7 @@ import { sqlRows } from '../../src/db/rows'
 import { periodicJobs } from '../../src/jobs'
 import { isDatabaseUnavailable } from '../../src/lib/errors'
 import { withTimeout } from '../../src/lib/timeout'
-import { settledWithin } from '../helpers/bounded-answers'
+import { expectServiceUnavailable, settledWithin } from '../helpers/bounded-answers'
 import { createSignedInUser, createSource, createUser } from '../helpers/factories'
 import { email, post } from '../helpers/inbound'
 import { holdEveryTable } from '../helpers/locks'
@@ -167,13 +167,7 @@ describe.skipIf(!databaseUrl)(
           if (transaction.request) {
             expect(ended).toEqual({ value: expect.any(Response) })
             const answer = (ended as { value: Response }).value
-            expect(answer.status).toBe(503)
-            expect(answer.headers.get('retry-after')).toBe('5')
-            expect(await answer.json()).toEqual({
-              error: 'service_unavailable',
-              message: 'the service is temporarily unavailable, retry shortly',
-              request_id: answer.headers.get('x-request-id'),
-            })
+            await expectServiceUnavailable(answer)
           } else if ('error' in ended) {
             expect(isDatabaseUnavailable(ended.error)).toBe(true)
           } else {

@@ -2,6 +2,7 @@ import { afterAll, describe, expect, test } from 'bun:test'
 import postgres from 'postgres'
 import type { Config } from '../../src/config'
 import { type DatabaseHandle, openDatabase } from '../../src/db/client'
+import { expectServiceUnavailable } from '../helpers/bounded-answers'
 import { createSignedInUser, createSource } from '../helpers/factories'
 import { email, post } from '../helpers/inbound'
 import { call, loggedLines, makeTestApp, request, testConfig } from '../helpers/test-app'
@@ -48,16 +49,6 @@ async function readOnlyUrl(): Promise<string> {
   return url.toString()
 }
 
-async function expectReadOnlyAnswer(answer: Response) {
-  expect(answer.status).toBe(503)
-  expect(answer.headers.get('retry-after')).toBe('5')
-  expect(await answer.json()).toEqual({
-    error: 'service_unavailable',
-    message: 'the service is temporarily unavailable, retry shortly',
-    request_id: answer.headers.get('x-request-id'),
-  })
-}
-
 describe.skipIf(!databaseUrl).each(['bun-sql', 'postgres-js'] as const)(
   'a database that takes no writes, hot statements on %s',
   (driver) => {
@@ -90,7 +81,7 @@ describe.skipIf(!databaseUrl).each(['bun-sql', 'postgres-js'] as const)(
             ),
         ],
       ]
-      for (const [, write] of writes) await expectReadOnlyAnswer(await write())
+      for (const [, write] of writes) await expectServiceUnavailable(await write())
       expect(loggedLines(ctx).filter((line) => line.msg === READ_ONLY_LINE)).toEqual(
         writes.map(() =>
           expect.objectContaining({ level: 'error', error: expect.objectContaining({ sqlstate: '25006' }) }),
