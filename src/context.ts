@@ -1,6 +1,11 @@
 import type Redis from 'ioredis'
 import type { Config } from './config'
-import { type Database, type DatabaseHandle, openDatabase } from './db/client'
+import {
+  type Database,
+  type DatabaseHandle,
+  openDatabase,
+  READ_ONLY_RECONNECT_INTERVAL_MS,
+} from './db/client'
 import { type Clock, systemClock } from './lib/clock'
 import { bufferedStdoutSink, createLogger, type Logger } from './lib/logger'
 import {
@@ -80,6 +85,10 @@ export async function createContext(config: Config, overrides: ContextOverrides 
       logger.error('database: a connection of its own lost its server; replaced', {
         application_name: renewal.session,
         unanswered_after_ms: renewal.unansweredAfterMs,
+      })
+    else if (renewal.part === 'read-only')
+      logger.error('database: the server takes no writes; connecting again', {
+        next_at_most_in_ms: READ_ONLY_RECONNECT_INTERVAL_MS,
       })
     else if (renewal.part === 'statements')
       logger.error('database: the shared pool lost its server; replaced', {

@@ -3,6 +3,7 @@ import type { PgDatabase, PgQueryResultHKT } from 'drizzle-orm/pg-core'
 import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js'
 import postgres from 'postgres'
 import type { Config } from '../config'
+import { describeDatabaseError, READ_ONLY_TRANSACTION } from '../lib/errors'
 import { type HotStatements, jsonbAsText, openBunSql } from './bun-sql'
 import { acquireDataDirLock } from './data-dir-lock'
 import { type PoolRenewal, RenewablePool } from './renewable-pool'
@@ -126,6 +127,9 @@ export function connectionSettings(lockTimeoutMs: number): Record<string, string
   return { application_name: 'lead-capture', lock_timeout: String(lockTimeoutMs) }
 }
 
+/** At most one reconnection of every pool per this long for a server that takes no writes. */
+export const READ_ONLY_RECONNECT_INTERVAL_MS = 5_000
+
 /** postgres.js' settings for both its clients: the shared pool and the group commit's connection. */
 const POSTGRES_JS_OPTIONS = {
   // A lost database must surface quickly as 503, not as a request that waits forever.
@@ -164,11 +168,40 @@ function openPostgres(
   let groupCommit = openGroupCommit()
   const openSingle = () => postgres(url, { ...POSTGRES_JS_OPTIONS, connection, max: 1 })
   const renewalListeners: Array<(renewal: PoolRenewal) => void> = []
+  /**
+   * The hot statements' connections replaced by new ones; the old ones closed after what runs on
+   * them, at most `graceSeconds` (0: at once).
+   */
+  const replaceHot = (graceSeconds: number) => {
+    const [oldHot, oldGroupCommit] = [hot, groupCommit]
+    hot = openHot()
+    groupCommit = openGroupCommit()
+    void oldHot?.close(graceSeconds).catch(() => {})
+    void oldGroupCommit?.end({ timeout: graceSeconds }).catch(() => {})
+    return Boolean(oldHot || oldGroupCommit)
+  }
+  // A statement refused because the server takes no writes (25006: a standby, a failover whose old
+  // primary came back as one): every pool connects again, so that the next statements go to
+  // whatever DATABASE_URL's host is now (the new primary once the failover is done), where the old
+  // connections would have stayed on the standby until idle for 60 s or 30 minutes old. What runs on
+  // the old ones finishes (reads work there). At most once per READ_ONLY_RECONNECT_INTERVAL_MS: a
+  // URL that names a standby for good costs a reconnection every 5 s, not one per statement.
+  let reconnectedForWritesAt = Number.NEGATIVE_INFINITY
+  const reconnectIfReadOnly = (error: unknown) => {
+    if (describeDatabaseError(error)?.sqlstate !== READ_ONLY_TRANSACTION) return
+    const now = performance.now()
+    if (now - reconnectedForWritesAt < READ_ONLY_RECONNECT_INTERVAL_MS) return
+    reconnectedForWritesAt = now
+    shared.replace(5)
+    replaceHot(5)
+    for (const listener of renewalListeners) listener({ part: 'read-only' })
+  }
   // Drizzle's pool, replaced under its client when it lost its server (DATABASE_UNANSWERED_CHECK_MS).
   const shared = new RenewablePool(
     () => postgres(url, { ...POSTGRES_JS_OPTIONS, connection, max: pools.postgresJs }),
     openSingle,
     config.databaseUnansweredCheckMs,
+    reconnectIfReadOnly,
   )
   shared.onRenewed((renewal) => {
     for (const listener of renewalListeners) listener(renewal)
@@ -188,20 +221,20 @@ function openPostgres(
       async query<Row>(text: string, params: unknown[]) {
         // JSON text for a jsonb parameter is bound as text: postgres.js would encode a string bound
         // to a described jsonb parameter as a JSON string.
-        return (await groupCommit!.unsafe(jsonbAsText(text), params as postgres.ParameterOrJSON<never>[], {
-          prepare: true,
-        })) as unknown as Row[]
+        try {
+          return (await groupCommit!.unsafe(jsonbAsText(text), params as postgres.ParameterOrJSON<never>[], {
+            prepare: true,
+          })) as unknown as Row[]
+        } catch (error) {
+          reconnectIfReadOnly(error)
+          throw error
+        }
       },
     },
     replaceHotConnections() {
-      const [oldHot, oldGroupCommit] = [hot, groupCommit]
-      hot = openHot()
-      groupCommit = openGroupCommit()
       // Closed at once: a vanished host never answers a goodbye, and what still runs on them has
       // been answered already (its caller gave up on it).
-      void oldHot?.close(0).catch(() => {})
-      void oldGroupCommit?.end({ timeout: 0 }).catch(() => {})
-      return Boolean(oldHot || oldGroupCommit)
+      return replaceHot(0)
     },
     onPoolRenewed(listener) {
       renewalListeners.push(listener)
@@ -238,7 +271,14 @@ function openPostgres(
       await client.notify(channel, payload)
     },
     async query<Row>(text: string, params: unknown[]) {
-      if (hot?.accepts(params)) return hot.query<Row>(text, params)
+      if (hot?.accepts(params)) {
+        try {
+          return await hot.query<Row>(text, params)
+        } catch (error) {
+          reconnectIfReadOnly(error)
+          throw error
+        }
+      }
       return (await client.unsafe(text, params as postgres.ParameterOrJSON<never>[], {
         prepare: true,
       })) as unknown as Row[]

@@ -22,6 +22,13 @@ export type PoolRenewal =
       /** How long it waited for it after the server had answered the NOTIFY. */
       notHeardWithinMs: number
     }
+  | {
+      /**
+       * A statement was refused because the server takes no writes (25006): every pool connects
+       * again (DatabaseHandle, src/db/client.ts).
+       */
+      part: 'read-only'
+    }
 
 /**
  * The channel of the listener's check: each replica's own notifications (a token of its pool's),
@@ -116,6 +123,8 @@ export class RenewablePool {
     private readonly openSingle: () => Sql,
     /** 0: never checked. */
     private readonly unansweredCheckMs: number,
+    /** Called with the error of every statement of the pool that fails. */
+    private readonly onFailure: (error: unknown) => void = () => {},
   ) {
     this.current = open()
     this.client = this.watched(() => this.current, { listen: this.listen, begin: this.begin })
@@ -252,12 +261,41 @@ export class RenewablePool {
    * caller's `.values()` has set how rows come back.
    */
   private watch<Q extends PromiseLike<unknown>>(query: Q): Q {
-    if (this.unansweredCheckMs === 0) return query
-    const entry: Unanswered = { since: performance.now(), query: query as unknown as Unanswered['query'] }
-    this.unanswered.add(entry)
-    const settle = () => this.unanswered.delete(entry)
-    query.then(settle, settle)
+    const entry: Unanswered | null =
+      this.unansweredCheckMs === 0
+        ? null
+        : { since: performance.now(), query: query as unknown as Unanswered['query'] }
+    if (entry) this.unanswered.add(entry)
+    query.then(
+      () => {
+        if (entry) this.unanswered.delete(entry)
+      },
+      (error: unknown) => {
+        if (entry) this.unanswered.delete(entry)
+        this.onFailure(error)
+      },
+    )
     return query
+  }
+
+  /**
+   * New connections for what comes next, the old ones ended after what runs on them (at most
+   * `graceSeconds`): for a server that answers but takes no writes, whose host name may point at
+   * the primary by now (DatabaseHandle, src/db/client.ts).
+   */
+  replace(graceSeconds: number): void {
+    if (this.closed) return
+    const old = this.current
+    this.current = this.reopened(old)
+    void old.end({ timeout: graceSeconds }).catch(() => {})
+  }
+
+  /** A new pool with the parsers and serializers Drizzle set on the client it was given (the first pool's). */
+  private reopened(old: Sql): Sql {
+    const next = this.open()
+    Object.assign(next.options.parsers, old.options.parsers)
+    Object.assign(next.options.serializers, old.options.serializers)
+    return next
   }
 
   private async check(): Promise<void> {
@@ -308,11 +346,7 @@ export class RenewablePool {
 
   private renew(renewal: PoolRenewal): void {
     const old = this.current
-    const next = this.open()
-    // Drizzle set its parsers and serializers on the client it was given (the first pool's).
-    Object.assign(next.options.parsers, old.options.parsers)
-    Object.assign(next.options.serializers, old.options.serializers)
-    this.current = next
+    this.current = this.reopened(old)
     // At once: a lost connection never answers a goodbye, and what waits on it is answered 503.
     void old.end({ timeout: 0 }).catch(() => {})
     for (const listener of this.renewalListeners) listener(renewal)

@@ -19,6 +19,7 @@ import { call, loggedLines, makeTestApp, request, testConfig } from '../helpers/
 const databaseUrl = process.env.DATABASE_URL
 const ROLE = 'lead_capture_read_only_test'
 const READ_ONLY_LINE = 'database takes no writes (read-only)'
+const RECONNECTING = 'database: the server takes no writes; connecting again'
 
 const opened: DatabaseHandle[] = []
 afterAll(async () => {
@@ -29,6 +30,16 @@ afterAll(async () => {
   await admin.end({ timeout: 5 })
 })
 
+/** The role's new sessions read-only (a standby's), or taking writes (the primary's). */
+async function setRoleReadOnly(readOnly: boolean): Promise<void> {
+  const admin = postgres(databaseUrl!, { max: 1, onnotice: () => {} })
+  try {
+    await admin.unsafe(`alter role ${ROLE} set default_transaction_read_only = ${readOnly ? 'on' : 'off'}`)
+  } finally {
+    await admin.end({ timeout: 5 })
+  }
+}
+
 async function readOnlyUrl(): Promise<string> {
   const admin = postgres(databaseUrl!, { max: 1, onnotice: () => {} })
   try {
@@ -38,11 +49,11 @@ async function readOnlyUrl(): Promise<string> {
     await admin.unsafe(`grant usage on schema public to ${ROLE};
       grant all on all tables in schema public to ${ROLE};
       grant all on all sequences in schema public to ${ROLE};
-      grant execute on all functions in schema public to ${ROLE};
-      alter role ${ROLE} set default_transaction_read_only = on`)
+      grant execute on all functions in schema public to ${ROLE}`)
   } finally {
     await admin.end({ timeout: 5 })
   }
+  await setRoleReadOnly(true)
   const url = new URL(databaseUrl!)
   url.username = ROLE
   url.password = ''
@@ -93,6 +104,31 @@ describe.skipIf(!databaseUrl).each(['bun-sql', 'postgres-js'] as const)(
       expect((await list.json()).data.map((row: { id: string }) => row.id)).toEqual([source.id])
       const ready = await app.handle(request('GET', '/readyz'))
       expect(ready.status).toBe(200)
+    }, 30_000)
+
+    // The failover done: the host the replica connects to takes writes again, but the connections it
+    // holds are sessions of the standby (here: of a read-only role) until they are replaced.
+    test('once the server takes writes again, the next write is stored: the refusal made every pool connect again', async () => {
+      const { ctx: writer } = await makeTestApp()
+      const { organization, token } = await createSignedInUser(writer)
+      const { apiKey } = await createSource(writer, organization.id)
+      const env = { DATABASE_URL: await readOnlyUrl(), DATABASE_DRIVER: driver }
+      const database = await openDatabase(testConfig(env))
+      opened.push(database)
+      const { app, ctx } = await makeTestApp({ env: env as Partial<Record<keyof Config, string>>, database })
+      // Both pools hold a connection to the read-only server: the source lookup (Drizzle's) and the
+      // group commit's.
+      await expectServiceUnavailable(await post(app, apiKey, { email: email() }))
+      expect(loggedLines(ctx).filter((line) => line.msg === RECONNECTING)).toEqual([
+        expect.objectContaining({ level: 'error', next_at_most_in_ms: 5_000 }),
+      ])
+
+      await setRoleReadOnly(false)
+      const stored = await post(app, apiKey, { email: email() })
+      expect(stored.status).toBe(200)
+      expect(await stored.json()).toEqual(expect.objectContaining({ status: 'created', success: true }))
+      const created = await call(app, token, 'POST', '/api/webhook/sources', { name: 'After the failover' })
+      expect(created.status).toBe(201)
     }, 30_000)
   },
 )
