@@ -68,11 +68,12 @@ describe.skipIf(!process.env.DATABASE_URL || !postgresBinDir())('PostgreSQL fast
         async () => {
           const [row] = await admin<{ waiting: number }[]>`
             select count(*)::int as waiting from pg_stat_activity
-            where application_name = 'lead-capture' and wait_event_type = 'Lock'`
+            where application_name = 'lead-capture' and wait_event_type = 'Lock'
+              and query ilike 'insert into "organizations"%'`
           return row!.waiting >= replicas.length
         },
         10_000,
-        'a sign-up of each replica waiting on the locks',
+        "each replica's sign-up transaction waiting on the locks",
       )
     } finally {
       await admin.end({ timeout: 1 }).catch(() => {})
