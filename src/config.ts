@@ -48,9 +48,10 @@ export const EnvSchema = Type.Object({
   // replaceHotConnections, docs/operations.md "A database host that vanishes").
   INGEST_ANSWER_TIMEOUT_MS: Type.Integer({ minimum: 100, maximum: 600_000, default: 15_000 }),
   // A statement of postgres.js' shared pool (Drizzle's: management, uncached sources, refused
-  // POSTs' log entries) unanswered this long makes the replica ask the server, on a new connection,
-  // whether its backend is still at work; a backend gone or idle means the pool lost its server
-  // and it is replaced (src/db/renewable-pool.ts, docs/operations.md "A database host that
+  // POSTs' log entries, transactions, periodic jobs) or of a connection of its own (the log
+  // retention's) unanswered this long makes the replica ask the server, on a new connection,
+  // whether its backend is still at work; a backend gone, or waiting for the replica's next message,
+  // means the connection lost its server and its pool is replaced (src/db/renewable-pool.ts, docs/operations.md "A database host that
   // vanishes"). The LISTEN connection is checked as often by a notification of the replica's own.
   // 0: never checked.
   DATABASE_UNANSWERED_CHECK_MS: Type.Integer({ minimum: 0, maximum: 600_000, default: 5_000 }),

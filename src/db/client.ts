@@ -27,8 +27,8 @@ export interface DatabaseHandle {
   /**
    * A parameterised statement sent as-is and prepared once per connection (a named statement on
    * postgres.js, where Drizzle's `execute` sends unnamed ones). Kept for the inbound hot path, which
-   * calls ingest_leads() for every group of accepted leads (src/modules/inbound/repository.ts), and for what
-   * src/db/ runs itself (planner statistics). Everything else goes through Drizzle: the builder, or
+   * calls ingest_leads() for every group of accepted leads (src/modules/inbound/repository.ts).
+   * Everything else goes through Drizzle (planner statistics too, since its pool is watched): the builder, or
    * `sql` templates through sqlRows (src/db/rows.ts); docs/architecture.md "Speaking SQL".
    */
   query<Row>(text: string, params: unknown[]): Promise<Row[]>

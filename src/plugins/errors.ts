@@ -63,6 +63,18 @@ function isClientGone(error: unknown, code: string | number | undefined): boolea
 }
 
 /**
+ * Database refusals that leave the replica ready (503, but no mark on /readyz): the database is up
+ * and so is the replica, and taking every replica out of the load balancer would also stop what
+ * still works. A lock held elsewhere (a migration, an operator) past DATABASE_LOCK_TIMEOUT_MS; a
+ * server that takes no writes (a standby, a failover's old primary come back as one), whose reads
+ * still work and which an operator must look at.
+ */
+const DATABASE_UP_REFUSALS: Record<string, { level: 'warn' | 'error'; message: string }> = {
+  [LOCK_NOT_AVAILABLE]: { level: 'warn', message: 'database lock wait timed out' },
+  [READ_ONLY_TRANSACTION]: { level: 'error', message: 'database takes no writes (read-only)' },
+}
+
+/**
  * The answer to an error: the plugin's, and the webhook POST's, which is served before Elysia's
  * lifecycle (src/modules/inbound/direct-post.ts) and so never reaches onError. `code` is Elysia's
  * (`VALIDATION`, `PARSE`, `NOT_FOUND`, …) when Elysia raised the error; `headers` are those already
@@ -109,21 +121,9 @@ export function errorResponse(
   } else if (code === 'NOT_FOUND') appError = errors.notFound('route')
   else if (code === 'PARSE') appError = errors.invalidBody('the request body could not be parsed')
   else if (code === 'INVALID_COOKIE_SIGNATURE') appError = errors.validation('invalid cookie')
-  else if (databaseError?.sqlstate === LOCK_NOT_AVAILABLE) {
-    // A lock held elsewhere (a migration, an operator): the database is up and so is the replica,
-    // so /readyz stays ready; taking every replica out of the load balancer would stop what works.
-    ctx.logger.warn('database lock wait timed out', {
-      request_id: meta.requestId,
-      error: describeError(error),
-    })
-    appError = errors.serviceUnavailable()
-  } else if (databaseError?.sqlstate === READ_ONLY_TRANSACTION) {
-    // The database answers but takes no writes (a standby; a failover whose old primary came back
-    // as one): reads still work, so /readyz stays ready, as for a lock; an operator must look.
-    ctx.logger.error('database takes no writes (read-only)', {
-      request_id: meta.requestId,
-      error: describeError(error),
-    })
+  else if (databaseError?.sqlstate && Object.hasOwn(DATABASE_UP_REFUSALS, databaseError.sqlstate)) {
+    const { level, message } = DATABASE_UP_REFUSALS[databaseError.sqlstate]!
+    ctx.logger[level](message, { request_id: meta.requestId, error: describeError(error) })
     appError = errors.serviceUnavailable()
   } else if (databaseError?.unavailable) {
     // /readyz reports the replica not ready while this keeps happening (see the health module).
