@@ -171,7 +171,7 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
     withDefaults.DATABASE_DRIVER = 'postgres-js'
   for (const error of Value.Errors(EnvSchema, withDefaults)) {
     const name = error.path.replace(/^\//, '')
-    problems.push(`${name}: ${error.message} (got ${JSON.stringify(environment[name])})`)
+    problems.push(`${name}: ${error.message} (got ${describeValue(name, environment[name])})`)
   }
   const trustProxy = commaSeparated(withDefaults.TRUST_PROXY)
   for (const entry of trustProxy) {
@@ -219,6 +219,31 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
     diagnoseStalls: env.DIAGNOSE_STALLS,
     webhookInboundFirst: env.WEBHOOK_INBOUND_FIRST,
   }
+}
+
+/**
+ * The variables whose value may carry a secret: a password in a URL's user information, an
+ * encryption key. A bad value of one is described, never quoted: the message goes to stderr, and
+ * from there to whatever collects the container's logs. test/unit/config.test.ts holds every
+ * variable named like a secret (`…_URL`, `…_KEY`, `…_KEYS`, `…SECRET…`, `…PASSWORD…`, `…TOKEN…`) to
+ * this list.
+ */
+export const SECRET_BEARING_VARIABLES: Readonly<Record<string, 'url' | 'key'>> = {
+  DATABASE_URL: 'url',
+  REDIS_URL: 'url',
+  PUBLIC_BASE_URL: 'url',
+  WEBHOOK_SECRETS_KEY: 'key',
+  WEBHOOK_SECRETS_PREVIOUS_KEYS: 'key',
+}
+
+/** A bad value as a problem quotes it: as given, or for a secret-bearing variable what it is. */
+export function describeValue(name: string, value: string | undefined): string {
+  const kind = SECRET_BEARING_VARIABLES[name]
+  if (!kind || value === undefined) return JSON.stringify(value)
+  const scheme = kind === 'url' ? /^([A-Za-z][A-Za-z0-9+.-]*):\/\//.exec(value.trim())?.[1] : undefined
+  return scheme
+    ? `a ${JSON.stringify(`${scheme}://`)} URL, not quoted: it may hold a password`
+    : `${value.length} characters, not quoted: the value may be a secret`
 }
 
 /** A comma-separated variable's entries, trimmed, empty ones dropped. */

@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'bun:test'
-import { ConfigError, loadConfig } from '../../src/config'
+import { ConfigError, EnvSchema, loadConfig, SECRET_BEARING_VARIABLES } from '../../src/config'
 
 describe('config', () => {
   test('defaults apply when nothing is set', () => {
@@ -148,6 +148,73 @@ describe('config', () => {
       ].sort(),
     )
     expect((caught as ConfigError).message).toContain('PORT')
+  })
+
+  describe('a bad value of a variable that may hold a secret is never quoted', () => {
+    const MARKER = 'Sup3rS3cretMarker'
+    // Invalid for every variable's type or pattern, and a secret wherever it sits: in a URL's
+    // password, in a key, in text with no scheme at all.
+    const badValues = [
+      `mysql://user:${MARKER}@db.internal:3306/leads`,
+      `user:${MARKER}@db.internal/leads *`,
+      `${MARKER} *`,
+      `postgres//user:${MARKER}@db.internal/leads *`,
+    ]
+    const variables = Object.keys(EnvSchema.properties)
+
+    test('every variable named like a secret is in the list', () => {
+      const secretLike = variables.filter((name) => /(_URL|_KEYS?)$|SECRET|PASSWORD|TOKEN/.test(name))
+      expect(Object.keys(SECRET_BEARING_VARIABLES).sort()).toEqual(secretLike.sort())
+    })
+
+    test.each(Object.keys(SECRET_BEARING_VARIABLES))('%s', (name) => {
+      for (const value of badValues) {
+        let caught: unknown
+        try {
+          loadConfig({ [name]: value })
+        } catch (error) {
+          caught = error
+        }
+        expect(caught).toBeInstanceOf(ConfigError)
+        const message = (caught as ConfigError).message
+        expect(message).toContain(`${name}:`)
+        expect(message).not.toContain(MARKER)
+      }
+    })
+
+    test('other variables still quote what they got', () => {
+      expect(() => loadConfig({ LOG_LEVEL: 'loud' })).toThrow('(got "loud")')
+      expect(() => loadConfig({ DATABASE_URL: 'mysql://db.internal/leads' })).toThrow(
+        'DATABASE_URL: Expected string to match',
+      )
+      expect(() => loadConfig({ DATABASE_URL: 'mysql://db.internal/leads' })).toThrow(
+        'a "mysql://" URL, not quoted',
+      )
+    })
+
+    test('the service stops on such a value without writing it anywhere', async () => {
+      const child = Bun.spawn(['bun', 'run', 'src/index.ts'], {
+        cwd: `${import.meta.dir}/../..`,
+        env: {
+          ...process.env,
+          DATABASE_URL: badValues[0],
+          REDIS_URL: `http://:${MARKER}@cache.internal:6379`,
+          WEBHOOK_SECRETS_KEY: MARKER,
+        },
+        stdout: 'pipe',
+        stderr: 'pipe',
+      })
+      const [exitCode, stdout, stderr] = await Promise.all([
+        child.exited,
+        new Response(child.stdout).text(),
+        new Response(child.stderr).text(),
+      ])
+      expect(exitCode).toBe(1)
+      expect(stderr).toContain('DATABASE_URL')
+      expect(stderr).toContain('REDIS_URL')
+      expect(stderr).toContain('WEBHOOK_SECRETS_KEY')
+      expect(`${stdout}${stderr}`).not.toContain(MARKER)
+    })
   })
 
   test('a bad value stops the service with exit code 1 and names the variable', async () => {
