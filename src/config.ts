@@ -1,5 +1,6 @@
 import { type Static, Type } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
+import { DatabaseUrlError, parseDatabaseUrl } from './db/database-url'
 import { parseCidr } from './lib/ip'
 
 /**
@@ -181,6 +182,19 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
   for (const [index, key] of previousSecretsKeys.entries()) {
     if (!new RegExp(SECRETS_KEY_PATTERN).test(key))
       problems.push(`WEBHOOK_SECRETS_PREVIOUS_KEYS: key ${index + 1} is not 32 bytes in base64`)
+  }
+  // The service's own reading of DATABASE_URL (src/db/database-url.ts), at start: a form it cannot
+  // use is refused here, by name, rather than by a client's failure at its first connection.
+  if (
+    typeof withDefaults.DATABASE_URL === 'string' &&
+    !problems.some((problem) => problem.startsWith('DATABASE_URL:'))
+  ) {
+    try {
+      parseDatabaseUrl(withDefaults.DATABASE_URL)
+    } catch (error) {
+      if (!(error instanceof DatabaseUrlError)) throw error
+      problems.push(`DATABASE_URL: ${error.message}`)
+    }
   }
   if (withDefaults.DATABASE_DRIVER === 'bun-sql' && withDefaults.DATABASE_POOL_SIZE === 1)
     problems.push('DATABASE_DRIVER: bun-sql needs DATABASE_POOL_SIZE of 2 or more (the pool is split in two)')

@@ -1,4 +1,5 @@
 import { SQL } from 'bun'
+import { bunSqlConnection, type DatabaseTarget } from './database-url'
 
 /**
  * DATABASE_DRIVER=bun-sql: the parameterised statements of `DatabaseHandle.query` whose parameters
@@ -24,8 +25,14 @@ export interface HotStatements {
   close(timeoutSeconds: number): Promise<void>
 }
 
-export function openBunSql(url: string, max: number, connection: Record<string, string>): HotStatements {
-  const client = new SQL(url, {
+export function openBunSql(
+  target: DatabaseTarget,
+  max: number,
+  connection: Record<string, string>,
+): HotStatements {
+  // Options, not the URL: the service reads DATABASE_URL itself (src/db/database-url.ts).
+  const client = new SQL({
+    ...bunSqlConnection(target),
     max,
     // The same bounds as the postgres.js pool (src/db/client.ts): a lost database answers 503 quickly.
     connectionTimeout: 3,

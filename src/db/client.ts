@@ -6,6 +6,13 @@ import type { Config } from '../config'
 import { describeDatabaseError, READ_ONLY_TRANSACTION } from '../lib/errors'
 import { type HotStatements, jsonbAsText, openBunSql } from './bun-sql'
 import { acquireDataDirLock } from './data-dir-lock'
+import {
+  type DatabaseTarget,
+  describeTarget,
+  parseDatabaseUrl,
+  postgresJsConnection,
+  startupOptions,
+} from './database-url'
 import { type PoolRenewal, RenewablePool } from './renewable-pool'
 import * as schema from './schema'
 
@@ -93,7 +100,7 @@ export async function openDatabase(
   config: Config,
   options: { inMemory?: boolean } = {},
 ): Promise<DatabaseHandle> {
-  if (config.databaseUrl) return openPostgres(config.databaseUrl, config)
+  if (config.databaseUrl) return openPostgres(parseDatabaseUrl(config.databaseUrl), config)
   return openPglite(options.inMemory ? undefined : config.dataDir)
 }
 
@@ -146,7 +153,7 @@ const POSTGRES_JS_OPTIONS = {
 } satisfies postgres.Options<Record<string, postgres.PostgresType>>
 
 function openPostgres(
-  url: string,
+  target: DatabaseTarget,
   config: Pick<
     Config,
     | 'databasePoolSize'
@@ -157,16 +164,18 @@ function openPostgres(
   >,
 ): DatabaseHandle {
   const pools = splitPool(config.databasePoolSize, config.databaseDriver, config.ingestPipeline)
-  const connection = connectionSettings(config.databaseLockTimeoutMs)
-  const openHot = () => (pools.bunSql > 0 ? openBunSql(url, pools.bunSql, connection) : null)
+  const connection = { ...startupOptions(target), ...connectionSettings(config.databaseLockTimeoutMs) }
+  // Every postgres.js client of the replica: the target as the service read it (src/db/database-url.ts).
+  const postgresJs = (options: postgres.Options<Record<string, postgres.PostgresType>>) =>
+    postgres({ ...postgresJsConnection(target), ...POSTGRES_JS_OPTIONS, ...options })
+  const openHot = () => (pools.bunSql > 0 ? openBunSql(target, pools.bunSql, connection) : null)
   // One connection: postgres.js writes a statement on a busy connection at once (up to 100), so
   // the server runs the next group the moment the last one commits.
-  const openGroupCommit = () =>
-    pools.groupCommit > 0 ? postgres(url, { ...POSTGRES_JS_OPTIONS, connection, max: 1 }) : null
+  const openGroupCommit = () => (pools.groupCommit > 0 ? postgresJs({ connection, max: 1 }) : null)
   // Replaced whole by replaceHotConnections: every use below reads the current one.
   let hot: HotStatements | null = openHot()
   let groupCommit = openGroupCommit()
-  const openSingle = () => postgres(url, { ...POSTGRES_JS_OPTIONS, connection, max: 1 })
+  const openSingle = () => postgresJs({ connection, max: 1 })
   const renewalListeners: Array<(renewal: PoolRenewal) => void> = []
   /**
    * The hot statements' connections replaced by new ones; the old ones closed after what runs on
@@ -198,7 +207,7 @@ function openPostgres(
   }
   // Drizzle's pool, replaced under its client when it lost its server (DATABASE_UNANSWERED_CHECK_MS).
   const shared = new RenewablePool(
-    () => postgres(url, { ...POSTGRES_JS_OPTIONS, connection, max: pools.postgresJs }),
+    () => postgresJs({ connection, max: pools.postgresJs }),
     openSingle,
     config.databaseUnansweredCheckMs,
     reconnectIfReadOnly,
@@ -208,10 +217,7 @@ function openPostgres(
   })
   const client = shared.client
   const db = drizzlePostgres(client, { schema }) as unknown as Database
-  const location = (() => {
-    const parsed = new URL(url)
-    return `postgres://${parsed.hostname}:${parsed.port || 5432}${parsed.pathname}`
-  })()
+  const location = describeTarget(target)
   return {
     engine: 'postgres',
     db,
@@ -242,12 +248,7 @@ function openPostgres(
     openSession(name) {
       const applicationName = `${connection.application_name}-${name}`
       const session = new RenewablePool(
-        () =>
-          postgres(url, {
-            ...POSTGRES_JS_OPTIONS,
-            connection: { ...connection, application_name: applicationName },
-            max: 1,
-          }),
+        () => postgresJs({ connection: { ...connection, application_name: applicationName }, max: 1 }),
         openSingle,
         config.databaseUnansweredCheckMs,
       )

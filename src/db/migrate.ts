@@ -6,6 +6,7 @@ import postgres from 'postgres'
 import type { Config } from '../config'
 import type { Logger } from '../lib/logger'
 import type { DatabaseHandle } from './client'
+import { parseDatabaseUrl, postgresJsConnection, startupOptions } from './database-url'
 import { applyRepeatableMigrations, type RepeatableResult } from './repeatable'
 
 export const MIGRATIONS_FOLDER = fileURLToPath(new URL('../../drizzle', import.meta.url))
@@ -27,7 +28,14 @@ export async function runMigrations(config: Config, handle: DatabaseHandle, logg
     await migratePglite(handle.db as never, { migrationsFolder: MIGRATIONS_FOLDER })
     functions = await applyRepeatableMigrations(handle.db)
   } else {
-    const client = postgres(config.databaseUrl, { max: 1, onnotice: () => {}, connect_timeout: 5 })
+    const target = parseDatabaseUrl(config.databaseUrl)
+    const client = postgres({
+      ...postgresJsConnection(target),
+      connection: startupOptions(target),
+      max: 1,
+      onnotice: () => {},
+      connect_timeout: 5,
+    })
     try {
       const db = drizzlePostgres(client)
       await db.execute(sql`select pg_advisory_lock(${MIGRATION_LOCK_ID})`)

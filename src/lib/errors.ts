@@ -153,6 +153,15 @@ const CONNECTION_ERROR_CODES = new Set([
   'ANSWER_TIMEOUT',
 ])
 
+/**
+ * A TLS handshake the client refused (Node's and Bun's codes: a certificate not signed by the
+ * authority of DATABASE_URL's sslrootcert, a name it does not hold, an expired one): the server
+ * cannot be reached as the URL asks, which the log must say in those words. Before, the description
+ * was "database query failed", and a replica stopped at start gave no reason.
+ */
+const TLS_FAILURE_CODE =
+  /^(ERR_TLS_|ERR_SSL_|CERT_|UNABLE_TO_|DEPTH_ZERO_SELF_SIGNED|SELF_SIGNED_CERT|HOSTNAME_MISMATCH)/
+
 /** What may be logged about a failed database call, and whether the server cannot serve now. */
 export interface DatabaseErrorDescription {
   /** SQLSTATE (`53300`) or the driver's connection code (`ECONNREFUSED`, `CONNECT_TIMEOUT`). */
@@ -182,7 +191,8 @@ export const READ_ONLY_TRANSACTION = '25006'
  * 53: disk full, out of memory, too many connections, a configured limit), an operator's
  * intervention (class 57: a shutdown, a crash of another backend, starting up, an idle session
  * ended), a lock held elsewhere past DATABASE_LOCK_TIMEOUT_MS (55P03), a server that takes no
- * writes (25006), the server's own system or I/O error (class 58). Not a deadlock or a
+ * writes (25006), the server's own system or I/O error (class 58), a TLS handshake refused (a
+ * certificate the URL's authority did not sign, or for another name). Not a deadlock or a
  * serialization failure (class 40): the group commit writes such a group's leads one by one
  * (src/modules/inbound/group-commit.ts), and elsewhere they are answered 500. Not class 57's
  * 57014 (a statement cancelled, which the service never asks for) or 57P04 (the database dropped).
@@ -190,6 +200,7 @@ export const READ_ONLY_TRANSACTION = '25006'
 export function serverCannotServeNow(code: string): boolean {
   return (
     CONNECTION_ERROR_CODES.has(code) ||
+    TLS_FAILURE_CODE.test(code) ||
     code.startsWith('08') ||
     code.startsWith('53') ||
     code.startsWith('58') ||
@@ -233,7 +244,11 @@ export function describeDatabaseError(error: unknown): DatabaseErrorDescription 
     const isDrizzleWrapper =
       typeof candidate.message === 'string' && candidate.message.startsWith('Failed query: ')
     const code = typeof candidate.code === 'string' ? candidate.code : undefined
-    if (!isDrizzleWrapper && code && (/^[0-9A-Z]{5}$/.test(code) || CONNECTION_ERROR_CODES.has(code))) {
+    if (
+      !isDrizzleWrapper &&
+      code &&
+      (/^[0-9A-Z]{5}$/.test(code) || CONNECTION_ERROR_CODES.has(code) || TLS_FAILURE_CODE.test(code))
+    ) {
       const message = typeof candidate.message === 'string' ? candidate.message : String(code)
       found = {
         sqlstate: code,

@@ -58,6 +58,16 @@ describe('describeDatabaseError', () => {
     ['57P05', 'terminating connection due to idle-session timeout'],
     // class 58, the server's own system error
     ['58030', 'could not read block 0 in file "base/1/2": read only 0 of 8192 bytes'],
+    // a TLS handshake the client refused (DATABASE_URL's sslrootcert, database-url-forms.test.ts):
+    // Bun.sql's and postgres.js' codes
+    [
+      'ERR_TLS_CERT_ALTNAME_INVALID',
+      "Hostname/IP does not match certificate's altnames: IP: 127.0.0.2 is not in the cert's list",
+    ],
+    ['DEPTH_ZERO_SELF_SIGNED_CERT', 'self signed certificate'],
+    ['UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'unable to verify the first certificate'],
+    ['SELF_SIGNED_CERT_IN_CHAIN', 'self signed certificate in certificate chain'],
+    ['CERT_HAS_EXPIRED', 'certificate has expired'],
   ]
   const serviceable: Array<[string, string]> = [
     ['23505', 'duplicate key value violates unique constraint "leads_email_key"'],

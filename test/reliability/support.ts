@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, rmSync } from 'node:fs'
+import { appendFileSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import postgres from 'postgres'
@@ -428,31 +428,63 @@ function runPostgresTool(bin: string, args: string[], timeoutMs: number): void {
   }
 }
 
+export interface PostgresClusterOptions {
+  maxConnections?: number
+  /**
+   * The superuser's password: every connection, TCP and socket, then authenticates with
+   * scram-sha-256 (trust otherwise), and the cluster's `url` carries it, percent-encoded.
+   */
+  password?: string
+  /** The server's certificate and key (PEM files): TLS on, offered on every TCP connection. */
+  tls?: { certFile: string; keyFile: string }
+  /** The addresses it listens on (default the loopback address); the socket is in `socketDirectory`. */
+  listen?: string[]
+}
+
 export async function createPostgresCluster(
   port = freePort(),
-  options: { maxConnections?: number } = {},
-): Promise<PostgresCluster> {
+  options: PostgresClusterOptions = {},
+): Promise<PostgresCluster & { socketDirectory: string }> {
   const bin = postgresBinDir()
   if (!bin) throw new Error('no PostgreSQL binaries under /usr/lib/postgresql/*/bin')
   const root = mkdtempSync(join(tmpdir(), 'lc-rel-pg-'))
   const dataDir = join(root, 'data')
   if (isRoot()) Bun.spawnSync(['chown', 'postgres:postgres', root])
   let running = false
+  const authentication = ['-A', 'trust']
+  if (options.password !== undefined) {
+    const passwordFile = join(root, 'password')
+    writeFileSync(passwordFile, `${options.password}\n`)
+    if (isRoot()) Bun.spawnSync(['chown', 'postgres:postgres', passwordFile])
+    authentication.splice(0, 2, '-A', 'scram-sha-256', `--pwfile=${passwordFile}`)
+  }
   runPostgresTool(
     join(bin, 'initdb'),
-    ['-D', dataDir, '-A', 'trust', '-U', 'postgres', '--no-sync', '-E', 'UTF8'],
+    ['-D', dataDir, ...authentication, '-U', 'postgres', '--no-sync', '-E', 'UTF8'],
     60_000,
   )
+  const listen = options.listen ?? [LOOPBACK]
+  // initdb allows 127.0.0.1 and ::1 only: every loopback address listened on is let in the same way.
+  appendFileSync(
+    join(dataDir, 'pg_hba.conf'),
+    `host all all 127.0.0.0/8 ${options.password === undefined ? 'trust' : 'scram-sha-256'}\n`,
+  )
+  const tlsSettings = options.tls
+    ? ` -c ssl=on -c ssl_cert_file=${options.tls.certFile} -c ssl_key_file=${options.tls.keyFile}`
+    : ''
+  const credentials =
+    options.password === undefined ? 'postgres' : `postgres:${encodeURIComponent(options.password)}`
   const pgCtl = (args: string[], timeoutMs = 30_000) =>
     runPostgresTool(join(bin, 'pg_ctl'), ['-D', dataDir, ...args], timeoutMs)
-  const cluster: PostgresCluster = {
+  const cluster: PostgresCluster & { socketDirectory: string } = {
     port,
-    url: `postgres://postgres@${LOOPBACK}:${port}/postgres`,
+    url: `postgres://${credentials}@${LOOPBACK}:${port}/postgres`,
+    socketDirectory: root,
     async start() {
       // -l: the server's output goes to a file, so pg_ctl returns instead of holding our pipe open.
       pgCtl([
         '-o',
-        `-p ${port} -k ${root} -c listen_addresses=${LOOPBACK} -c fsync=off -c max_connections=${options.maxConnections ?? 60}`,
+        `-p ${port} -k ${root} -c listen_addresses=${listen.join(',')} -c fsync=off -c max_connections=${options.maxConnections ?? 60}${tlsSettings}`,
         '-l',
         join(root, 'server.log'),
         '-w',
