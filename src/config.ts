@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs'
 import { type Static, Type } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
 import { DatabaseUrlError, parseDatabaseUrl } from './db/database-url'
@@ -21,6 +22,9 @@ export const EnvSchema = Type.Object({
   PUBLIC_BASE_URL: Type.Optional(Type.String({ pattern: '^https?://[^\\s/]+(/[^\\s]*)?$' })),
   DATABASE_URL: Type.Optional(Type.String({ pattern: '^postgres(ql)?://' })),
   REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://' })),
+  // The certificate authority (a PEM file) a rediss:// Redis's certificate must be signed by, when
+  // not one the system trusts (a private authority); read at start.
+  REDIS_TLS_CA_FILE: Type.Optional(Type.String({ minLength: 1 })),
   DATA_DIR: Type.String({ minLength: 1, default: './.data' }),
   TRUST_PROXY: Type.String({ default: '' }),
   LOG_LEVEL: Type.Union(LogLevel.anyOf, { default: 'info' }),
@@ -94,6 +98,8 @@ export interface Config {
   publicBaseUrl: string
   databaseUrl: string | undefined
   redisUrl: string | undefined
+  /** REDIS_TLS_CA_FILE's certificates (PEM text), for a rediss:// REDIS_URL. */
+  redisTlsCa: string | undefined
   dataDir: string
   trustProxy: string[]
   logLevel: LogLevelName
@@ -196,6 +202,23 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
       problems.push(`DATABASE_URL: ${error.message}`)
     }
   }
+  let redisTlsCa: string | undefined
+  if (typeof withDefaults.REDIS_TLS_CA_FILE === 'string') {
+    const file = withDefaults.REDIS_TLS_CA_FILE
+    if (typeof withDefaults.REDIS_URL !== 'string' || !withDefaults.REDIS_URL.startsWith('rediss://')) {
+      problems.push('REDIS_TLS_CA_FILE: needs a rediss:// REDIS_URL (TLS)')
+    } else {
+      try {
+        redisTlsCa = readFileSync(file, 'utf8')
+        if (!redisTlsCa.includes('-----BEGIN CERTIFICATE-----'))
+          problems.push(`REDIS_TLS_CA_FILE: "${file}" holds no PEM certificate`)
+      } catch (error) {
+        problems.push(
+          `REDIS_TLS_CA_FILE: "${file}" cannot be read (${(error as NodeJS.ErrnoException).code ?? 'error'})`,
+        )
+      }
+    }
+  }
   if (withDefaults.DATABASE_DRIVER === 'bun-sql' && withDefaults.DATABASE_POOL_SIZE === 1)
     problems.push('DATABASE_DRIVER: bun-sql needs DATABASE_POOL_SIZE of 2 or more (the pool is split in two)')
   if (problems.length > 0) throw new ConfigError(uniqueByVariable(problems))
@@ -208,6 +231,7 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
     publicBaseUrl,
     databaseUrl: env.DATABASE_URL,
     redisUrl: env.REDIS_URL,
+    redisTlsCa,
     dataDir: env.DATA_DIR,
     trustProxy,
     logLevel: env.LOG_LEVEL as LogLevelName,

@@ -107,7 +107,7 @@ export async function createContext(config: Config, overrides: ContextOverrides 
   let platformCap: PlatformCap = new LocalPlatformCap(platformRule({ config }))
   if (overrides.limiter) limiter = overrides.limiter
   else if (config.redisUrl) {
-    const connection = openRedisConnection(config.redisUrl, config.redisDriver)
+    const connection = openRedisConnection(config.redisUrl, config.redisDriver, config.redisTlsCa)
     redis = connection.ioredis
     // Start-up waits briefly so the first requests use the shared limiter, but never fails on Redis.
     await connection.waitReady(1000)

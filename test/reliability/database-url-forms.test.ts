@@ -1,15 +1,15 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
 import postgres from 'postgres'
 import {
   cleanupAll,
   createPostgresCluster,
+  makeTestCertificates,
+  opensslAvailable,
   type PostgresCluster,
   postgresBinDir,
   type Replica,
   spawnReplica,
+  type TestCertificates,
   uniqueEmail,
   waitUntil,
 } from './support'
@@ -28,104 +28,16 @@ import {
 const PASSWORD = 'p@ss:w/rd#?%&= +é'
 const ENCODED = encodeURIComponent(PASSWORD)
 const DATABASE = 'lc_url_forms'
-const available = Boolean(postgresBinDir()) && Bun.which('openssl') !== null
-
-function openssl(args: string[], cwd: string): void {
-  const result = Bun.spawnSync(['openssl', ...args], { cwd, stdout: 'pipe', stderr: 'pipe' })
-  if (result.exitCode !== 0) throw new Error(`openssl ${args.join(' ')}: ${result.stderr.toString()}`)
-}
-
-/** A certificate authority, and a server certificate it signed for the loopback names. */
-function makeCertificates(dir: string): { ca: string; otherCa: string; cert: string; key: string } {
-  openssl(
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'rsa:2048',
-      '-nodes',
-      '-days',
-      '2',
-      '-subj',
-      '/CN=test ca',
-      '-keyout',
-      'ca.key',
-      '-out',
-      'ca.pem',
-    ],
-    dir,
-  )
-  openssl(
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'rsa:2048',
-      '-nodes',
-      '-days',
-      '2',
-      '-subj',
-      '/CN=other ca',
-      '-keyout',
-      'other.key',
-      '-out',
-      'other-ca.pem',
-    ],
-    dir,
-  )
-  openssl(
-    [
-      'req',
-      '-newkey',
-      'rsa:2048',
-      '-nodes',
-      '-subj',
-      '/CN=localhost',
-      '-keyout',
-      'server.key',
-      '-out',
-      'server.csr',
-    ],
-    dir,
-  )
-  writeFileSync(join(dir, 'names.ext'), 'subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1\n')
-  openssl(
-    [
-      'x509',
-      '-req',
-      '-in',
-      'server.csr',
-      '-CA',
-      'ca.pem',
-      '-CAkey',
-      'ca.key',
-      '-CAcreateserial',
-      '-days',
-      '2',
-      '-extfile',
-      'names.ext',
-      '-out',
-      'server.pem',
-    ],
-    dir,
-  )
-  const key = join(dir, 'server.key')
-  chmodSync(key, 0o600)
-  if (process.getuid?.() === 0) Bun.spawnSync(['chown', 'postgres:postgres', key, join(dir, 'server.pem')])
-  return { ca: join(dir, 'ca.pem'), otherCa: join(dir, 'other-ca.pem'), cert: join(dir, 'server.pem'), key }
-}
+const available = Boolean(postgresBinDir()) && opensslAvailable()
 
 describe.skipIf(!available)('DATABASE_URL forms against a server of its own', () => {
-  let certificates: ReturnType<typeof makeCertificates>
-  let certificateDir: string
+  let certificates: TestCertificates
   let cluster: PostgresCluster & { socketDirectory: string }
   let admin: postgres.Sql
   const outputs: string[] = []
 
   beforeAll(async () => {
-    certificateDir = mkdtempSync(join(tmpdir(), 'lc-url-forms-'))
-    chmodSync(certificateDir, 0o755)
-    certificates = makeCertificates(certificateDir)
+    certificates = makeTestCertificates()
     cluster = await createPostgresCluster(undefined, {
       password: PASSWORD,
       tls: { certFile: certificates.cert, keyFile: certificates.key },
@@ -147,7 +59,6 @@ describe.skipIf(!available)('DATABASE_URL forms against a server of its own', ()
   afterAll(async () => {
     await admin?.end({ timeout: 5 })
     await cleanupAll()
-    rmSync(certificateDir, { recursive: true, force: true })
   })
 
   const url = (host: string, query = '') =>

@@ -1,4 +1,4 @@
-import { appendFileSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { appendFileSync, chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import postgres from 'postgres'
@@ -343,7 +343,14 @@ export function redisServerAvailable(): boolean {
   return Bun.which('redis-server') !== null
 }
 
-export function redisServer(port = freePort()): RedisServer {
+/**
+ * A redis-server of the test's own on loopback. `tls`: TLS only (no plain port), on 127.0.0.1 and
+ * 127.0.0.2, with this certificate (`url` is then rediss://localhost:<port>).
+ */
+export function redisServer(
+  port = freePort(),
+  options: { tls?: { certFile: string; keyFile: string } } = {},
+): RedisServer {
   let child: ReturnType<typeof Bun.spawn> | undefined
   const kill = async () => {
     if (!child) return
@@ -352,18 +359,32 @@ export function redisServer(port = freePort()): RedisServer {
     running.kill('SIGKILL')
     await withTimeout(running.exited, 5000, 'redis-server exit')
   }
+  const tls = options.tls
+  const listening = tls
+    ? [
+        '--port',
+        '0',
+        '--tls-port',
+        String(port),
+        '--tls-cert-file',
+        tls.certFile,
+        '--tls-key-file',
+        tls.keyFile,
+        '--tls-auth-clients',
+        'no',
+        '--bind',
+        `${LOOPBACK} 127.0.0.2`,
+      ]
+    : ['--port', String(port), '--bind', LOOPBACK]
   const server: RedisServer = {
     port,
-    url: `redis://${LOOPBACK}:${port}`,
+    url: tls ? `rediss://localhost:${port}` : `redis://${LOOPBACK}:${port}`,
     async start() {
       if (child) return
       child = Bun.spawn(
         [
           'redis-server',
-          '--port',
-          String(port),
-          '--bind',
-          LOOPBACK,
+          ...listening,
           '--save',
           '',
           '--appendonly',
@@ -379,7 +400,15 @@ export function redisServer(port = freePort()): RedisServer {
       await waitUntil(
         () => {
           if (started.exitCode !== null) throw new Error(`redis-server exited with ${started.exitCode}`)
-          const ping = Bun.spawnSync(['redis-cli', '-h', LOOPBACK, '-p', String(port), 'ping'])
+          const ping = Bun.spawnSync([
+            'redis-cli',
+            '-h',
+            LOOPBACK,
+            '-p',
+            String(port),
+            ...(tls ? ['--tls', '--insecure'] : []),
+            'ping',
+          ])
           return ping.stdout.toString().trim() === 'PONG'
         },
         10_000,
@@ -394,6 +423,99 @@ export function redisServer(port = freePort()): RedisServer {
   }
   cleanups.push(kill)
   return server
+}
+
+// ---------------------------------------------------------------------------------------------
+// Certificates of a test authority (openssl), for TLS to servers of the tests' own.
+
+export function opensslAvailable(): boolean {
+  return Bun.which('openssl') !== null
+}
+
+function openssl(args: string[], cwd: string): void {
+  const result = Bun.spawnSync(['openssl', ...args], { cwd, stdout: 'pipe', stderr: 'pipe' })
+  if (result.exitCode !== 0) throw new Error(`openssl ${args.join(' ')}: ${result.stderr.toString()}`)
+}
+
+export interface TestCertificates {
+  /** The authority that signed `cert`. */
+  ca: string
+  /** Another authority, which signed nothing here. */
+  otherCa: string
+  /** The server's certificate: names localhost, 127.0.0.1 and ::1 (not 127.0.0.2). */
+  cert: string
+  key: string
+}
+
+/**
+ * A test authority and a server certificate it signed, in a directory of its own (removed by
+ * cleanupAll); the key is readable by the `postgres` user, for a cluster of the tests' own.
+ */
+export function makeTestCertificates(): TestCertificates {
+  const dir = mkdtempSync(join(tmpdir(), 'lc-rel-tls-'))
+  chmodSync(dir, 0o755)
+  cleanups.push(async () => rmSync(dir, { recursive: true, force: true }))
+  const authority = (name: string, file: string) =>
+    openssl(
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'rsa:2048',
+        '-nodes',
+        '-days',
+        '2',
+        '-subj',
+        `/CN=${name}`,
+        '-keyout',
+        `${file}.key`,
+        '-out',
+        `${file}.pem`,
+      ],
+      dir,
+    )
+  authority('test authority', 'ca')
+  authority('other authority', 'other-ca')
+  openssl(
+    [
+      'req',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-subj',
+      '/CN=localhost',
+      '-keyout',
+      'server.key',
+      '-out',
+      'server.csr',
+    ],
+    dir,
+  )
+  writeFileSync(join(dir, 'names.ext'), 'subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1\n')
+  openssl(
+    [
+      'x509',
+      '-req',
+      '-in',
+      'server.csr',
+      '-CA',
+      'ca.pem',
+      '-CAkey',
+      'ca.key',
+      '-CAcreateserial',
+      '-days',
+      '2',
+      '-extfile',
+      'names.ext',
+      '-out',
+      'server.pem',
+    ],
+    dir,
+  )
+  const key = join(dir, 'server.key')
+  chmodSync(key, 0o600)
+  if (isRoot()) Bun.spawnSync(['chown', 'postgres:postgres', key, join(dir, 'server.pem')])
+  return { ca: join(dir, 'ca.pem'), otherCa: join(dir, 'other-ca.pem'), cert: join(dir, 'server.pem'), key }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -16,8 +16,11 @@ import { type RedisConnection, reconnectDelayMs } from './redis-connection'
  *   (after a restart or SCRIPT FLUSH), which caches it again.
  * Commands sent in one event-loop turn are pipelined by the client (enableAutoPipelining).
  */
-export function openBunRedis(url: string): RedisConnection {
+export function openBunRedis(url: string, tlsCa?: string): RedisConnection {
   const client = new RedisClient(url, {
+    // REDIS_TLS_CA_FILE's authority for a rediss:// URL. Bun's client does not say why a TLS
+    // handshake failed (its close is "Connection closed"); ioredis' does.
+    ...(tlsCa ? { tls: { ca: tlsCa } } : {}),
     enableOfflineQueue: false,
     autoReconnect: false,
     connectionTimeout: 1000,

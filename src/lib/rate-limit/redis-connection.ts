@@ -22,9 +22,13 @@ export interface RedisConnection {
   readonly ioredis: Redis | null
 }
 
-/** ioredis tuned to fail fast: a Redis outage must never hang a request (DESIGN §1). */
-export function createRedis(url: string): Redis {
+/**
+ * ioredis tuned to fail fast: a Redis outage must never hang a request (DESIGN §1). `tlsCa`:
+ * REDIS_TLS_CA_FILE's authority for a rediss:// URL (verified as any TLS peer: chain and name).
+ */
+export function createRedis(url: string, tlsCa?: string): Redis {
   return new Redis(url, {
+    ...(tlsCa ? { tls: { ca: tlsCa } } : {}),
     enableOfflineQueue: false,
     maxRetriesPerRequest: 0,
     commandTimeout: 250,
@@ -40,13 +44,21 @@ export function reconnectDelayMs(attempt: number): number {
   return Math.min(attempt * 200, 2000)
 }
 
-export function openRedisConnection(url: string, driver: 'ioredis' | 'bun'): RedisConnection {
-  return driver === 'bun' ? openBunRedis(url) : ioredisConnection(createRedis(url))
+export function openRedisConnection(url: string, driver: 'ioredis' | 'bun', tlsCa?: string): RedisConnection {
+  return driver === 'bun' ? openBunRedis(url, tlsCa) : ioredisConnection(createRedis(url, tlsCa))
 }
 
 export function ioredisConnection(redis: Redis): RedisConnection {
   // Errors are reported through the limiter's state; without a listener ioredis prints each one.
-  redis.on('error', () => {})
+  // The last one is the reason a drop is logged with (a certificate refused, a refused connection),
+  // where the close itself says only that it closed.
+  let lastError: Error | null = null
+  redis.on('error', (error: Error) => {
+    lastError = error
+  })
+  redis.on('ready', () => {
+    lastError = null
+  })
   let scripts = 0
   return {
     driver: 'ioredis',
@@ -64,7 +76,7 @@ export function ioredisConnection(redis: Redis): RedisConnection {
       return redis.status === 'ready'
     },
     onClose(listener) {
-      redis.on('close', () => listener(new Error('connection closed')))
+      redis.on('close', () => listener(lastError ?? new Error('connection closed')))
     },
     async waitReady(timeoutMs) {
       if (redis.status === 'ready') return

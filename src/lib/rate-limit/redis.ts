@@ -237,7 +237,8 @@ export class RedisRateLimiter implements RateLimiter {
     if (this.degraded || this.closed) return
     this.degraded = true
     this.logger.warn('redis unreachable or slow: rate limits fall back to the in-process limiter', {
-      error: error instanceof Error ? error.message : String(error),
+      // with its code: `DEPTH_ZERO_SELF_SIGNED_CERT: self signed certificate` says what to fix
+      error: describeRedisError(error),
     })
     this.scheduleProbe()
   }
@@ -278,4 +279,11 @@ export class RedisRateLimiter implements RateLimiter {
     clearTimeout(this.probeTimer)
     await this.fallback.close()
   }
+}
+
+/** A Redis client's error for the log: its code (when it has one) and message. */
+function describeRedisError(error: unknown): string {
+  if (!(error instanceof Error)) return String(error)
+  const code = (error as Error & { code?: unknown }).code
+  return typeof code === 'string' ? `${code}: ${error.message}` : error.message
 }
