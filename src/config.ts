@@ -162,6 +162,15 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
   for (const [name, schema] of Object.entries(EnvSchema.properties)) {
     const text = environment[name]
     if (text === undefined || text === '') continue
+    // `docker run --env-file` (and a manifest's value written with quotes inside the string) keeps
+    // quotes as part of the value: `"postgres://…"` would be refused for its scheme, a quoted HOST
+    // or DATA_DIR taken as a name with quotes in it. No variable's value starts and ends with one.
+    if (/^(["']).*\1$/s.test(text.trim()) && text.trim().length >= 2) {
+      problems.push(
+        `${name}: the value is wrapped in quotes, which are part of it here (docker --env-file keeps them): remove them`,
+      )
+      continue
+    }
     if (schema.type === 'integer') {
       raw[name] = /^-?\d+$/.test(text.trim()) ? Number(text.trim()) : text
     } else if (schema.type === 'boolean') {

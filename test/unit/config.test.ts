@@ -217,6 +217,26 @@ describe('config', () => {
     })
   })
 
+  test('a value wrapped in quotes is refused for every variable, saying so (docker --env-file keeps them)', () => {
+    for (const name of Object.keys(EnvSchema.properties)) {
+      for (const quoted of ['"value"', "'value'", ' "postgres://app@db/leads" ']) {
+        let caught: unknown
+        try {
+          loadConfig({ [name]: quoted })
+        } catch (error) {
+          caught = error
+        }
+        expect(caught).toBeInstanceOf(ConfigError)
+        expect((caught as ConfigError).problems).toEqual([
+          `${name}: the value is wrapped in quotes, which are part of it here (docker --env-file keeps them): remove them`,
+        ])
+      }
+    }
+    // Quotes inside a value, or one quote alone, are the value's own.
+    expect(loadConfig({ HOST: 'a"b' }).host).toBe('a"b')
+    expect(loadConfig({ DATA_DIR: '"./data' }).dataDir).toBe('"./data')
+  })
+
   test('a bad value stops the service with exit code 1 and names the variable', async () => {
     const child = Bun.spawn(['bun', 'run', 'src/index.ts'], {
       cwd: `${import.meta.dir}/../..`,
