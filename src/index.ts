@@ -4,6 +4,7 @@ import { type AppContext, createContext } from './context'
 import { runMigrations } from './db/migrate'
 import { startBackgroundWork } from './jobs'
 import { describeError } from './lib/errors'
+import { checkSecretsKey } from './modules/webhook-endpoints/secrets-key-check'
 import { buildServices } from './services'
 import { type BuiltTracker, buildTracker } from './tracker'
 
@@ -79,6 +80,14 @@ if (!config.webhookSecretsKey) {
     )
   }
 }
+// Whether this replica's key opens the signing secrets already stored (an error line if not; the
+// replica serves either way).
+try {
+  await checkSecretsKey(ctx)
+} catch (error) {
+  logger.warn('webhook secrets: the start-up check of the key could not run', { error: describeError(error) })
+}
+
 // One set of services for the app and the background work (src/jobs.ts: the delivery worker, the
 // periodic jobs, the write-behind buffers), all stopped and flushed by ctx.close() on shutdown.
 const services = buildServices(ctx)

@@ -200,6 +200,32 @@ export class WebhookEndpointsRepository {
     return { endpoints: rows.length, resealed, changedMeanwhile, unreadable }
   }
 
+  /**
+   * Which of up to `limit` endpoints' secrets open with `box` (the newest endpoints first): the
+   * start-up check of the key (secrets-key-check.ts). Only the sealed text is read.
+   */
+  async secretsOpening(box: SecretBox, limit: number): Promise<{ checked: number; unopened: string[] }> {
+    const rows = await this.ctx.db
+      .select({
+        id: webhookEndpoints.id,
+        secret: webhookEndpoints.secretCiphertext,
+        previous: webhookEndpoints.previousSecretCiphertext,
+      })
+      .from(webhookEndpoints)
+      .orderBy(desc(webhookEndpoints.id))
+      .limit(limit)
+    const unopened: string[] = []
+    for (const row of rows) {
+      try {
+        box.open(row.secret)
+        if (row.previous !== null) box.open(row.previous)
+      } catch {
+        unopened.push(row.id)
+      }
+    }
+    return { checked: rows.length, unopened }
+  }
+
   async delete(organizationId: string, id: string): Promise<boolean> {
     const rows = await this.ctx.db
       .delete(webhookEndpoints)
