@@ -8,6 +8,7 @@ import {
   type PostgresCluster,
   postgresBinDir,
   type Replica,
+  seedThroughApi,
   spawnReplica,
   type TestCertificates,
   uniqueEmail,
@@ -75,24 +76,10 @@ describe.skipIf(!available)('DATABASE_URL forms against a server of its own', ()
   }
 
   async function serves(replica: Replica): Promise<void> {
-    const signup = await fetch(`${replica.url}/api/auth/signup`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({
-        email: uniqueEmail('forms'),
-        password: `pw-${crypto.randomUUID()}`,
-        organization_name: 'Forms',
-      }),
-    })
-    expect(signup.status).toBe(201)
-    const { token } = (await signup.json()) as { token: string }
-    const source = await fetch(`${replica.url}/api/webhook/sources`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
-      body: JSON.stringify({ name: 'forms' }),
-    })
-    expect(source.status).toBe(201)
-    const { api_key: apiKey } = (await source.json()) as { api_key: string }
+    // a sign-up (a postgres.js transaction) and a source, each answered 201
+    const {
+      apiKeys: [apiKey],
+    } = await seedThroughApi(replica.url, 1)
     const lead = await fetch(`${replica.url}/api/webhook/lead/${apiKey}`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },

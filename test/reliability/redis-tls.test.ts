@@ -8,10 +8,10 @@ import {
   type Replica,
   redisServer,
   redisServerAvailable,
+  seedThroughApi,
   spawnReplica,
   type TestCertificates,
   type TestDatabase,
-  uniqueEmail,
   waitUntil,
 } from './support'
 
@@ -42,7 +42,8 @@ describe.skipIf(!process.env.DATABASE_URL || !redisServerAvailable() || !openssl
       await cleanupAll()
     })
 
-    const redisKeys = () => {
+    /** The keys under `prefix` in the TLS Redis (read over TLS with the authority). */
+    const redisKeys = (prefix: string) => {
       const result = Bun.spawnSync([
         'redis-cli',
         '--tls',
@@ -52,9 +53,11 @@ describe.skipIf(!process.env.DATABASE_URL || !redisServerAvailable() || !openssl
         'localhost',
         '-p',
         String(redis.port),
-        'dbsize',
+        '--scan',
+        '--pattern',
+        `${prefix}*`,
       ])
-      return Number(result.stdout.toString().trim())
+      return result.stdout.toString().split('\n').filter(Boolean)
     }
 
     async function limiterOf(replica: Replica): Promise<{ kind: string; status: string }> {
@@ -64,35 +67,26 @@ describe.skipIf(!process.env.DATABASE_URL || !redisServerAvailable() || !openssl
     }
 
     /** A sign-up: a management route the limiter counts (in Redis when it is up). */
-    async function signUp(replica: Replica): Promise<void> {
-      const response = await fetch(`${replica.url}/api/auth/signup`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({
-          email: uniqueEmail('tls'),
-          password: `pw-${crypto.randomUUID()}`,
-          organization_name: 'TLS',
-        }),
-      })
-      expect(response.status).toBe(201)
-    }
+    const signUp = (replica: Replica) => seedThroughApi(replica.url, 0)
 
     for (const driver of ['ioredis', 'bun'] as const) {
       test(`${driver}: with REDIS_TLS_CA_FILE the limiter is up and counts in that Redis`, async () => {
-        const before = redisKeys()
+        // a prefix of this replica's own: what it counts is told apart from any other run's
+        const prefix = `rl:tls-${driver}-${crypto.randomUUID()}:`
         const replica = await spawnReplica({
           env: {
             DATABASE_URL: database.url,
             REDIS_URL: redis.url,
             REDIS_DRIVER: driver,
             REDIS_TLS_CA_FILE: certificates.ca,
+            REDIS_KEY_PREFIX: prefix,
           },
         })
         try {
           await waitUntil(async () => (await limiterOf(replica)).status === 'up', 10_000, 'the limiter up')
           expect(await limiterOf(replica)).toEqual(expect.objectContaining({ kind: 'redis', status: 'up' }))
           await signUp(replica)
-          expect(redisKeys()).toBeGreaterThan(before)
+          expect(redisKeys(prefix).length).toBeGreaterThan(0)
         } finally {
           expect(await replica.stop()).toBe(0)
         }

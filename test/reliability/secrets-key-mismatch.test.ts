@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { cleanupAll, createTestDatabase, spawnReplica, type TestDatabase, uniqueEmail } from './support'
+import { cleanupAll, createTestDatabase, seedThroughApi, spawnReplica, type TestDatabase } from './support'
 
 /**
  * Replicas on one database with different webhook secrets keys (each with a key of its own in its
@@ -23,16 +23,7 @@ describe.skipIf(!process.env.DATABASE_URL)('replicas with different webhook secr
         OUTBOUND_ALLOW_PRIVATE_NETWORKS: 'true',
       },
     })
-    const signup = await fetch(`${replica.url}/api/auth/signup`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({
-        email: uniqueEmail('keys'),
-        password: `pw-${crypto.randomUUID()}`,
-        organization_name: 'Keys',
-      }),
-    })
-    const { token } = (await signup.json()) as { token: string }
+    const { token } = await seedThroughApi(replica.url, 0)
     const endpoint = await fetch(`${replica.url}/api/v2/webhook-endpoints`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },

@@ -38,31 +38,42 @@ interface Literal {
   flags: string
 }
 
-function literals(): Literal[] {
-  const found: Literal[] = []
+/** Every TypeScript file of src/, parsed, with its path relative to src/. */
+function sourceFiles(): Array<{ name: string; file: ts.SourceFile }> {
+  const files: Array<{ name: string; file: ts.SourceFile }> = []
   const walk = (dir: string) => {
     for (const entry of readdirSync(dir, { withFileTypes: true })) {
       const path = join(dir, entry.name)
       if (entry.isDirectory()) walk(path)
       else if (entry.name.endsWith('.ts')) {
         const file = ts.createSourceFile(path, readFileSync(path, 'utf8'), ts.ScriptTarget.Latest, true)
-        const visit = (node: ts.Node) => {
-          if (node.kind === ts.SyntaxKind.RegularExpressionLiteral) {
-            const text = node.getText(file)
-            const end = text.lastIndexOf('/')
-            found.push({
-              key: `${relative(SRC, path)}:${text}`,
-              source: text.slice(1, end),
-              flags: text.slice(end + 1),
-            })
-          }
-          ts.forEachChild(node, visit)
-        }
-        visit(file)
+        files.push({ name: relative(SRC, path), file })
       }
     }
   }
   walk(SRC)
+  return files
+}
+
+/** Calls `visit` with every node of every file of src/. */
+function eachNode(visit: (node: ts.Node, file: ts.SourceFile, name: string) => void): void {
+  for (const { name, file } of sourceFiles()) {
+    const walk = (node: ts.Node) => {
+      visit(node, file, name)
+      ts.forEachChild(node, walk)
+    }
+    walk(file)
+  }
+}
+
+function literals(): Literal[] {
+  const found: Literal[] = []
+  eachNode((node, file, name) => {
+    if (node.kind !== ts.SyntaxKind.RegularExpressionLiteral) return
+    const text = node.getText(file)
+    const end = text.lastIndexOf('/')
+    found.push({ key: `${name}:${text}`, source: text.slice(1, end), flags: text.slice(end + 1) })
+  })
   return found
 }
 
@@ -91,29 +102,15 @@ describe('regular expressions in src/', () => {
 
   test('patterns built at run time: every site in src/ recorded, none backtracks more than linearly', () => {
     const sites = new Set<string>()
-    const walk = (dir: string) => {
-      for (const entry of readdirSync(dir, { withFileTypes: true })) {
-        const path = join(dir, entry.name)
-        if (entry.isDirectory()) walk(path)
-        else if (entry.name.endsWith('.ts')) {
-          const file = ts.createSourceFile(path, readFileSync(path, 'utf8'), ts.ScriptTarget.Latest, true)
-          const visit = (node: ts.Node) => {
-            if (
-              (ts.isNewExpression(node) || ts.isCallExpression(node)) &&
-              ts.isIdentifier(node.expression) &&
-              node.expression.text === 'RegExp'
-            ) {
-              sites.add(
-                `${relative(SRC, path)}:${file.getLineAndCharacterOfPosition(node.getStart(file)).line + 1}`,
-              )
-            }
-            ts.forEachChild(node, visit)
-          }
-          visit(file)
-        }
+    eachNode((node, file, name) => {
+      if (
+        (ts.isNewExpression(node) || ts.isCallExpression(node)) &&
+        ts.isIdentifier(node.expression) &&
+        node.expression.text === 'RegExp'
+      ) {
+        sites.add(`${name}:${file.getLineAndCharacterOfPosition(node.getStart(file)).line + 1}`)
       }
-    }
-    walk(SRC)
+    })
     expect(sites.size).toBeGreaterThan(0)
 
     const run = Bun.spawnSync(['bun', join(import.meta.dir, '../helpers/built-patterns.ts')], {

@@ -160,13 +160,7 @@ export class WebhookEndpointsRepository {
     box: SecretBox,
     organizationId?: string,
   ): Promise<{ endpoints: number; resealed: number; changedMeanwhile: number; unreadable: string[] }> {
-    const rows = await this.ctx.db
-      .select({
-        id: webhookEndpoints.id,
-        secret: webhookEndpoints.secretCiphertext,
-        previous: webhookEndpoints.previousSecretCiphertext,
-      })
-      .from(webhookEndpoints)
+    const rows = await this.sealedSecrets()
       .where(organizationId ? eq(webhookEndpoints.organizationId, organizationId) : undefined)
       .orderBy(webhookEndpoints.id)
     let resealed = 0
@@ -205,15 +199,7 @@ export class WebhookEndpointsRepository {
    * start-up check of the key (secrets-key-check.ts). Only the sealed text is read.
    */
   async secretsOpening(box: SecretBox, limit: number): Promise<{ checked: number; unopened: string[] }> {
-    const rows = await this.ctx.db
-      .select({
-        id: webhookEndpoints.id,
-        secret: webhookEndpoints.secretCiphertext,
-        previous: webhookEndpoints.previousSecretCiphertext,
-      })
-      .from(webhookEndpoints)
-      .orderBy(desc(webhookEndpoints.id))
-      .limit(limit)
+    const rows = await this.sealedSecrets().orderBy(desc(webhookEndpoints.id)).limit(limit)
     const unopened: string[] = []
     for (const row of rows) {
       try {
@@ -224,6 +210,18 @@ export class WebhookEndpointsRepository {
       }
     }
     return { checked: rows.length, unopened }
+  }
+
+  /** Every endpoint's id and sealed secrets (the current, a rotation's previous): a query to narrow. */
+  private sealedSecrets() {
+    return this.ctx.db
+      .select({
+        id: webhookEndpoints.id,
+        secret: webhookEndpoints.secretCiphertext,
+        previous: webhookEndpoints.previousSecretCiphertext,
+      })
+      .from(webhookEndpoints)
+      .$dynamic()
   }
 
   async delete(organizationId: string, id: string): Promise<boolean> {
