@@ -1,6 +1,17 @@
 import { describe, expect, test } from 'bun:test'
 import { ConfigError, EnvSchema, loadConfig, SECRET_BEARING_VARIABLES } from '../../src/config'
 
+/** The ConfigError loadConfig throws for `environment` (the test fails when it throws none). */
+function refusalOf(environment: Record<string, string>): ConfigError {
+  try {
+    loadConfig(environment)
+  } catch (error) {
+    expect(error).toBeInstanceOf(ConfigError)
+    return error as ConfigError
+  }
+  throw new Error(`loadConfig accepted ${JSON.stringify(Object.keys(environment))}`)
+}
+
 describe('config', () => {
   test('defaults apply when nothing is set', () => {
     const config = loadConfig({})
@@ -169,14 +180,7 @@ describe('config', () => {
 
     test.each(Object.keys(SECRET_BEARING_VARIABLES))('%s', (name) => {
       for (const value of badValues) {
-        let caught: unknown
-        try {
-          loadConfig({ [name]: value })
-        } catch (error) {
-          caught = error
-        }
-        expect(caught).toBeInstanceOf(ConfigError)
-        const message = (caught as ConfigError).message
+        const message = refusalOf({ [name]: value }).message
         expect(message).toContain(`${name}:`)
         expect(message).not.toContain(MARKER)
       }
@@ -220,14 +224,7 @@ describe('config', () => {
   test('a value wrapped in quotes is refused for every variable, saying so (docker --env-file keeps them)', () => {
     for (const name of Object.keys(EnvSchema.properties)) {
       for (const quoted of ['"value"', "'value'", ' "postgres://app@db/leads" ']) {
-        let caught: unknown
-        try {
-          loadConfig({ [name]: quoted })
-        } catch (error) {
-          caught = error
-        }
-        expect(caught).toBeInstanceOf(ConfigError)
-        expect((caught as ConfigError).problems).toEqual([
+        expect(refusalOf({ [name]: quoted }).problems).toEqual([
           `${name}: the value is wrapped in quotes, which are part of it here (docker --env-file keeps them): remove them`,
         ])
       }
