@@ -66,6 +66,7 @@ const SUPPORTED_PARAMETERS = [
   'options',
   'connect_timeout',
   'target_session_attrs',
+  'channel_binding',
 ] as const
 
 const SSL_MODES: Record<string, SslMode> = {
@@ -208,6 +209,17 @@ export function parseDatabaseUrl(
   const timeout = parameters.get('connect_timeout')
   if (timeout !== undefined && !/^\d+$/.test(timeout)) {
     throw new DatabaseUrlError('connect_timeout must be a whole number of seconds')
+  }
+  // Neon's URLs carry channel_binding=require. postgres.js (Drizzle's pool, the listener, the
+  // migrations) authenticates with SCRAM-SHA-256 but cannot bind the channel, so `require` cannot be
+  // kept; `prefer` and `disable` can (libpq's prefer also falls back when a side cannot bind).
+  const channelBinding = parameters.get('channel_binding')
+  if (channelBinding !== undefined && channelBinding !== 'prefer' && channelBinding !== 'disable') {
+    throw new DatabaseUrlError(
+      channelBinding === 'require'
+        ? 'channel_binding=require cannot be kept: the PostgreSQL client of the service (postgres.js) cannot bind the channel; use channel_binding=prefer (or leave it out) and sslmode=verify-full, which checks the server'
+        : `channel_binding "${channelBinding}" is not one of disable, prefer, require`,
+    )
   }
   const sessionAttributes = parameters.get('target_session_attrs')
   if (sessionAttributes !== undefined && !['any', 'read-write', 'primary'].includes(sessionAttributes)) {

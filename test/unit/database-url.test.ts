@@ -126,6 +126,14 @@ describe('DATABASE_URL: accepted forms', () => {
     })
   })
 
+  test('channel_binding prefer or disable is taken (postgres.js cannot bind; prefer falls back)', () => {
+    for (const value of ['prefer', 'disable']) {
+      expect(parse(`postgres://app@db.internal/leads?sslmode=require&channel_binding=${value}`).sslMode).toBe(
+        'require',
+      )
+    }
+  })
+
   test('options, connect_timeout and target_session_attrs are taken', () => {
     expect(
       parse(
@@ -188,6 +196,11 @@ describe('DATABASE_URL: refused forms, each with a message naming what, never th
       'a client certificate',
       `postgres://app:${encoded}@db.internal/leads?sslcert=/etc/c.pem`,
       /"sslcert" is not supported/,
+    ],
+    [
+      "Neon's channel_binding=require (postgres.js cannot bind the channel)",
+      `postgres://app:${encoded}@ep-x.neon.tech/leads?sslmode=require&channel_binding=require`,
+      /channel_binding=require cannot be kept.*channel_binding=prefer/,
     ],
     ['an unknown sslmode', `postgres://app:${encoded}@db.internal/leads?sslmode=always`, /sslmode "always"/],
     [
