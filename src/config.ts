@@ -1,7 +1,7 @@
-import { readFileSync } from 'node:fs'
 import { type Static, Type } from '@sinclair/typebox'
 import { Value } from '@sinclair/typebox/value'
 import { DatabaseUrlError, parseDatabaseUrl } from './db/database-url'
+import { readCertificateAuthorities } from './lib/certificates'
 import { parseCidr } from './lib/ip'
 
 /**
@@ -218,13 +218,9 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
       problems.push('REDIS_TLS_CA_FILE: needs a rediss:// REDIS_URL (TLS)')
     } else {
       try {
-        redisTlsCa = readFileSync(file, 'utf8')
-        if (!redisTlsCa.includes('-----BEGIN CERTIFICATE-----'))
-          problems.push(`REDIS_TLS_CA_FILE: "${file}" holds no PEM certificate`)
+        redisTlsCa = readCertificateAuthorities(file)
       } catch (error) {
-        problems.push(
-          `REDIS_TLS_CA_FILE: "${file}" cannot be read (${(error as NodeJS.ErrnoException).code ?? 'error'})`,
-        )
+        problems.push(`REDIS_TLS_CA_FILE: ${(error as Error).message}`)
       }
     }
   }

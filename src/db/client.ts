@@ -205,6 +205,15 @@ function openPostgres(
     replaceHot(5)
     for (const listener of renewalListeners) listener({ part: 'read-only' })
   }
+  /** A hot statement, its refusal for a server that takes no writes seen by reconnectIfReadOnly. */
+  const watchedForWrites = async <T>(run: () => Promise<T>): Promise<T> => {
+    try {
+      return await run()
+    } catch (error) {
+      reconnectIfReadOnly(error)
+      throw error
+    }
+  }
   // Drizzle's pool, replaced under its client when it lost its server (DATABASE_UNANSWERED_CHECK_MS).
   const shared = new RenewablePool(
     () => postgresJs({ connection, max: pools.postgresJs }),
@@ -227,14 +236,12 @@ function openPostgres(
       async query<Row>(text: string, params: unknown[]) {
         // JSON text for a jsonb parameter is bound as text: postgres.js would encode a string bound
         // to a described jsonb parameter as a JSON string.
-        try {
-          return (await groupCommit!.unsafe(jsonbAsText(text), params as postgres.ParameterOrJSON<never>[], {
-            prepare: true,
-          })) as unknown as Row[]
-        } catch (error) {
-          reconnectIfReadOnly(error)
-          throw error
-        }
+        return watchedForWrites(
+          async () =>
+            (await groupCommit!.unsafe(jsonbAsText(text), params as postgres.ParameterOrJSON<never>[], {
+              prepare: true,
+            })) as unknown as Row[],
+        )
       },
     },
     replaceHotConnections() {
@@ -272,14 +279,8 @@ function openPostgres(
       await client.notify(channel, payload)
     },
     async query<Row>(text: string, params: unknown[]) {
-      if (hot?.accepts(params)) {
-        try {
-          return await hot.query<Row>(text, params)
-        } catch (error) {
-          reconnectIfReadOnly(error)
-          throw error
-        }
-      }
+      const current = hot
+      if (current?.accepts(params)) return watchedForWrites(() => current.query<Row>(text, params))
       return (await client.unsafe(text, params as postgres.ParameterOrJSON<never>[], {
         prepare: true,
       })) as unknown as Row[]

@@ -1,6 +1,6 @@
-import { readFileSync } from 'node:fs'
 import { isIP } from 'node:net'
 import type { Options as PostgresJsOptions } from 'postgres'
+import { readCertificateAuthorities } from '../lib/certificates'
 
 /**
  * DATABASE_URL, read once by the service's own reader and handed to both clients as options.
@@ -87,10 +87,7 @@ const DEFAULT_PORT = 5432
  * brackets, or a socket directory (percent-encoded, or as `?host=/dir`). `readFile` reads
  * `sslrootcert` (a file the operator names; read once at start).
  */
-export function parseDatabaseUrl(
-  url: string,
-  readFile: (path: string) => string = (path) => readFileSync(path, 'utf8'),
-): DatabaseTarget {
+export function parseDatabaseUrl(url: string, readFile?: (path: string) => string): DatabaseTarget {
   const match = /^postgres(?:ql)?:\/\/([^/?#]*)(\/[^?#]*)?(?:\?([^#]*))?(#.*)?$/.exec(url.trim())
   if (!match) throw new DatabaseUrlError('not a postgres:// or postgresql:// URL')
   const [, authority = '', path = '', query = '', fragment] = match
@@ -183,14 +180,9 @@ export function parseDatabaseUrl(
   if (rootCertificatePath) {
     if (rootCertificatePath !== 'system') {
       try {
-        rootCertificates = readFile(rootCertificatePath)
+        rootCertificates = readCertificateAuthorities(rootCertificatePath, readFile)
       } catch (error) {
-        throw new DatabaseUrlError(
-          `sslrootcert "${rootCertificatePath}" cannot be read (${(error as NodeJS.ErrnoException).code ?? 'error'})`,
-        )
-      }
-      if (!rootCertificates.includes('-----BEGIN CERTIFICATE-----')) {
-        throw new DatabaseUrlError(`sslrootcert "${rootCertificatePath}" holds no PEM certificate`)
+        throw new DatabaseUrlError(`sslrootcert ${(error as Error).message}`)
       }
     }
     // libpq: a root certificate makes `require` verify the chain; `system` verifies the host too.
