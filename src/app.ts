@@ -3,7 +3,7 @@ import type { AppContext } from './context'
 import { canonicalRequest } from './lib/http'
 import { authModule } from './modules/auth'
 import { dashboardModule } from './modules/dashboard'
-import { dashboardErrorPage } from './modules/dashboard/views/layout'
+import { dashboardErrorPages } from './modules/dashboard/views/layout'
 import { deliveryLogsModule } from './modules/delivery-logs'
 import { healthModule } from './modules/health'
 import { inboundModule } from './modules/inbound'
@@ -39,6 +39,7 @@ export function createApp(ctx: AppContext, options: { services?: Services; track
   // The limiter runs before routing; it names buckets after the templates of the routes below.
   const routes = new RouteTemplates()
   const registry = services.requests
+  const dashboardErrorPage = dashboardErrorPages(ctx.config.publicBasePath)
   const inboundPost = new DirectInboundPost({
     service: services.inbound,
     registry,

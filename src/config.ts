@@ -96,6 +96,12 @@ export interface Config {
   host: string
   reusePort: boolean
   publicBaseUrl: string
+  /**
+   * PUBLIC_BASE_URL's path, '' at a host's root (`/crm/leads` for `https://tools.example.com/crm/leads`):
+   * a proxy serves the service there and strips it, so every URL the dashboard hands a browser (links,
+   * forms, redirects, its cookies' Path) starts with it.
+   */
+  publicBasePath: string
   databaseUrl: string | undefined
   redisUrl: string | undefined
   /** REDIS_TLS_CA_FILE's certificates (PEM text), for a rediss:// REDIS_URL. */
@@ -211,6 +217,13 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
       problems.push(`DATABASE_URL: ${error.message}`)
     }
   }
+  if (
+    typeof withDefaults.PUBLIC_BASE_URL === 'string' &&
+    !problems.some((problem) => problem.startsWith('PUBLIC_BASE_URL:'))
+  ) {
+    const problem = publicBaseUrlProblem(withDefaults.PUBLIC_BASE_URL)
+    if (problem) problems.push(`PUBLIC_BASE_URL: ${problem}`)
+  }
   let redisTlsCa: string | undefined
   if (typeof withDefaults.REDIS_TLS_CA_FILE === 'string') {
     const file = withDefaults.REDIS_TLS_CA_FILE
@@ -230,6 +243,7 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
   const env = withDefaults as Env
   const publicBaseUrl = (env.PUBLIC_BASE_URL ?? `http://localhost:${env.PORT}`).replace(/\/+$/, '')
   return {
+    publicBasePath: new URL(publicBaseUrl).pathname.replace(/\/+$/, ''),
     port: env.PORT,
     host: env.HOST,
     reusePort: env.REUSE_PORT,
@@ -287,6 +301,30 @@ export function describeValue(name: string, value: string | undefined): string {
   return scheme
     ? `a ${JSON.stringify(`${scheme}://`)} URL, not quoted: it may hold a password`
     : `${value.length} characters, not quoted: the value may be a secret`
+}
+
+/**
+ * Why PUBLIC_BASE_URL cannot be the start of the URLs the service hands out, or null. Webhook URLs
+ * and the dashboard's links are this value followed by a path, so a query or fragment would end up
+ * in the middle of every one, a user name and password would be handed to every website that posts
+ * leads, and a path a browser rewrites (`/a/../b`, a space) would not be the path the proxy sees.
+ */
+function publicBaseUrlProblem(value: string): string | null {
+  let url: URL
+  try {
+    url = new URL(value)
+  } catch {
+    return 'not a URL'
+  }
+  if (url.username || url.password)
+    return 'holds a user name or password, which every webhook URL would carry'
+  if (url.search || url.hash || /[?#]/.test(value))
+    return 'holds a query or a fragment: give the scheme, host and path only'
+  const path = /^https?:\/\/[^/]+(\/.*)?$/.exec(value)?.[1] ?? '/'
+  if (url.pathname !== path) {
+    return `its path must be written as a browser sends it (${JSON.stringify(url.pathname)}): no dot segments, special characters percent-encoded`
+  }
+  return null
 }
 
 /** A comma-separated variable's entries, trimmed, empty ones dropped. */

@@ -6,6 +6,7 @@ import { createApp } from '../../src/app'
 import type { AppContext } from '../../src/context'
 import { csvRecords } from '../helpers/csv'
 import { makeTestContext } from '../helpers/test-app'
+import { cleanupAll, freePort, haproxyAvailable, startHaproxy } from '../reliability/support'
 import { CHROMIUM, CHROMIUM_ARGS, SETUP_TIMEOUT_MS, TIMEOUT_MS } from './support'
 
 /**
@@ -17,31 +18,82 @@ const ARTIFACTS = new URL('./artifacts/', import.meta.url).pathname
 const AXE_SOURCE = await readFile(Bun.resolveSync('axe-core/axe.min.js', import.meta.dir), 'utf8')
 const PASSWORD = 'correct horse battery staple'
 
-let ctx: AppContext
 let browser: Browser
 let base: string
+let direct: Site
+let proxied: Site
 let stopServers: () => Promise<void>
 const axeFindings: Array<{ page: string; id: string; impact: string; nodes: number }> = []
 
-/** A free loopback port: the service must know its own URL (PUBLIC_BASE_URL) before it listens. */
-function freePort(): number {
-  const probe = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => new Response() })
-  const port = probe.port!
-  probe.stop(true)
-  return port
+// The path HAProxy serves the second service under, stripping it before the service sees a request.
+const PROXY_PREFIX = '/crm/leads'
+
+if (!haproxyAvailable()) {
+  // CI installs it (.ci/run); the journey behind a proxy must fail loudly, never skip.
+  throw new Error('the browser tests need HAProxy: apt-get install haproxy')
+}
+
+/** A service on `port` (a free one unless given) whose PUBLIC_BASE_URL is `publicBaseUrl(port)`. */
+async function startService(publicBaseUrl: (port: number) => string, port = freePort()) {
+  const ctx: AppContext = await makeTestContext({ env: { PUBLIC_BASE_URL: publicBaseUrl(port) } })
+  const server = createApp(ctx).listen({ port, hostname: '127.0.0.1' })
+  return {
+    port,
+    stop: async () => {
+      await server.server?.stop(true)
+      await ctx.close()
+    },
+  }
 }
 
 beforeAll(async () => {
   mkdirSync(ARTIFACTS, { recursive: true })
-  const port = freePort()
-  base = `http://127.0.0.1:${port}`
-  ctx = await makeTestContext({ env: { PUBLIC_BASE_URL: base } })
-  const server = createApp(ctx).listen({ port, hostname: '127.0.0.1' })
+  const atRoot = await startService((port) => `http://127.0.0.1:${port}`)
+  base = `http://127.0.0.1:${atRoot.port}`
+  direct = { name: 'root', origin: base, prefix: '', url: base }
+  // HAProxy's port must be known before the service behind it starts: the service's PUBLIC_BASE_URL
+  // names the proxy. A path outside the prefix is HAProxy's own 404, as on a shared host.
+  const backendPort = freePort()
+  const haproxy = await startHaproxy(
+    (port, statsPort) => `
+global
+  maxconn 200
+
+defaults
+  mode http
+  timeout connect 2s
+  timeout client 30s
+  timeout server 30s
+
+frontend site
+  bind 127.0.0.1:${port}
+  acl dashboard path_beg ${PROXY_PREFIX}/
+  http-request return status 404 content-type text/plain string "not under ${PROXY_PREFIX}" unless dashboard
+  http-request replace-path ${PROXY_PREFIX}(/.*) \\1
+  default_backend service
+
+backend service
+  server s0 127.0.0.1:${backendPort}
+
+listen stats
+  bind 127.0.0.1:${statsPort}
+  stats enable
+  stats uri /stats
+`,
+  )
+  const behindProxy = await startService(() => `${haproxy.url}${PROXY_PREFIX}`, backendPort)
+  proxied = {
+    name: 'proxied',
+    origin: haproxy.url,
+    prefix: PROXY_PREFIX,
+    url: `${haproxy.url}${PROXY_PREFIX}`,
+  }
   browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS })
   stopServers = async () => {
     await browser.close()
-    await server.server?.stop(true)
-    await ctx.close()
+    await atRoot.stop()
+    await behindProxy.stop()
+    await cleanupAll()
   }
 }, SETUP_TIMEOUT_MS)
 
@@ -90,259 +142,279 @@ async function postLead(url: string, body: string) {
   return fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body })
 }
 
+/** Where the browser finds the dashboard: an origin and the path a proxy serves it under. */
+interface Site {
+  name: string
+  origin: string
+  /** PUBLIC_BASE_URL's path ('' at the root). */
+  prefix: string
+  /** origin + prefix: PUBLIC_BASE_URL. */
+  url: string
+}
+
+/**
+ * sign-up → source → copy URL → leads and chart → logs and a failed body → new key → CSV → edit and delete a lead → delete a source → PAT → members (role, removal) → viewer
+ */
+async function journey(site: Site) {
+  const context = await browser.newContext({
+    viewport: { width: 1100, height: 900 },
+    acceptDownloads: true,
+  })
+  await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: site.origin })
+  const page = await context.newPage()
+  const errors: string[] = []
+  page.on('pageerror', (error) => errors.push(error.message))
+  // Failed loads are checked by URL below (the viewer's 403 is deliberate); other console errors count.
+  page.on('console', (message) => {
+    if (message.type() === 'error' && !message.text().startsWith('Failed to load resource')) {
+      errors.push(message.text())
+    }
+  })
+  const failedLoads: string[] = []
+  page.on('response', (response) => {
+    if (response.status() >= 400) failedLoads.push(`${response.status()} ${new URL(response.url()).pathname}`)
+  })
+
+  // A first visit lands on the sign-in page; sign up from there.
+  await page.goto(`${site.url}/`)
+  expect(new URL(page.url()).pathname).toBe(`${site.prefix}/app/sign-in`)
+  await visit(page, `${site.name}-01-sign-in`)
+  await page.getByRole('link', { name: 'Create an account' }).click()
+  await visit(page, `${site.name}-02-sign-up`)
+  const email = `owner-${crypto.randomUUID()}@example.com`
+  await page.getByLabel('Organization name').fill('Acme Ltd')
+  await page.getByLabel('E-mail').fill(email)
+  await page.getByLabel('Password').fill(PASSWORD)
+  await page.getByRole('button', { name: 'Create account' }).click()
+  await page.waitForURL(`${site.url}/app/sources`)
+  // The session cookie is invisible to scripts.
+  expect(await page.evaluate(() => document.cookie)).not.toContain('lc_session')
+  const cookie = (await context.cookies()).find((entry) => entry.name === 'lc_session')!
+  expect({ httpOnly: cookie.httpOnly, sameSite: cookie.sameSite, path: cookie.path }).toEqual({
+    httpOnly: true,
+    sameSite: 'Strict',
+    path: `${site.prefix}/app`,
+  })
+  await visit(page, `${site.name}-03-sources-empty`)
+
+  // Create a source; the URL is shown once, with a copy button.
+  await page.getByLabel('New source name').fill('Contact form')
+  await page.getByRole('button', { name: 'Create source' }).click()
+  await page.getByRole('heading', { name: 'Source created' }).waitFor()
+  const shownUrl = await page.getByLabel('Webhook URL').inputValue()
+  await page.getByRole('button', { name: 'Copy' }).click()
+  await page.getByText('Copied.').waitFor()
+  const copied = await page.evaluate(() => navigator.clipboard.readText())
+  expect(copied).toBe(shownUrl)
+  expect(copied).toStartWith(`${site.url}/api/webhook/lead/`)
+  await visit(page, `${site.name}-04-source-created`)
+  const sourcePath = await page.evaluate(() => {
+    const form = document.querySelector('form[action$="/regenerate-key"]') as HTMLFormElement
+    return new URL(form.action).pathname.replace('/regenerate-key', '')
+  })
+
+  // Leads posted by the test appear, and the chart counts them.
+  for (let index = 0; index < 3; index++) {
+    expect(
+      (
+        await postLead(
+          copied,
+          JSON.stringify({ email: `lead-${index}@example.com`, first_name: `Lead ${index}` }),
+        )
+      ).status,
+    ).toBe(200)
+  }
+  const noContact = JSON.stringify({ first_name: 'Nobody', note: 'no e-mail, no phone' })
+  expect((await postLead(copied, noContact)).status).toBe(200)
+  expect((await postLead(copied, '{"broken json')).status).toBe(400)
+  await page.goto(`${site.origin}${sourcePath}`)
+  await page.locator('.uplot canvas').first().waitFor()
+  const chart = JSON.parse((await page.locator('#hourly-chart-data').textContent())!)
+  const sum = (outcome: string) =>
+    (chart.series[outcome] as number[]).reduce((total, value) => total + value, 0)
+  expect({ created: sum('created'), error: sum('error'), rejected: sum('rejected') }).toEqual({
+    created: 3,
+    error: 1,
+    rejected: 1,
+  })
+  // Hovering the current hour's bar shows its values in the legend.
+  const box = (await page.locator('.uplot .u-over').boundingBox())!
+  await page.mouse.move(box.x + box.width - 3, box.y + box.height - 5)
+  await expect(page.locator('.uplot .u-legend').textContent()).resolves.toContain('created')
+  const legendValues = await page.locator('.uplot .u-legend .u-value').allTextContents()
+  expect(legendValues).toContain('3')
+  await visit(page, `${site.name}-05-source-with-traffic`)
+
+  // Logs: filter on errors (htmx swaps the results), open the failed entry's body.
+  await page.getByRole('link', { name: 'All delivery logs' }).click()
+  await page.waitForURL(`${site.origin}${sourcePath}/logs`)
+  await visit(page, `${site.name}-06-logs`)
+  await page.getByLabel('Outcome').selectOption('error')
+  await page.getByRole('button', { name: 'Filter' }).click()
+  await page.waitForURL(/outcome=error/)
+  const rows = page.locator('#log-results tbody tr')
+  await expect(rows.count()).resolves.toBe(1)
+  await rows.first().getByRole('link').click()
+  await page.locator('pre.body').waitFor()
+  expect(JSON.parse((await page.locator('pre.body').textContent())!)).toEqual(JSON.parse(noContact))
+  await visit(page, `${site.name}-07-log-entry`)
+
+  // Regenerate the key: a new URL, shown once; the old one stops.
+  await page.goto(`${site.origin}${sourcePath}`)
+  await page.getByLabel('Old key keeps working for').selectOption('0')
+  await page.getByRole('button', { name: 'Regenerate key' }).click()
+  await page.getByRole('heading', { name: 'Key regenerated' }).waitFor()
+  const newUrl = await page.getByLabel('Webhook URL').inputValue()
+  expect(newUrl).not.toBe(copied)
+  expect((await postLead(copied, JSON.stringify({ email: 'late@example.com' }))).status).toBe(404)
+  expect((await postLead(newUrl, JSON.stringify({ email: 'after@example.com' }))).status).toBe(200)
+  await visit(page, `${site.name}-08-key-regenerated`)
+
+  // Leads: search, then export the CSV and read it.
+  await page.getByRole('link', { name: 'Leads' }).click()
+  await page.waitForURL(`${site.url}/app/leads`)
+  await expect(page.locator('#lead-results tbody tr').count()).resolves.toBe(4)
+  await page.getByLabel('Search e-mail or phone').fill('lead-1')
+  await page.getByRole('button', { name: 'Search' }).click()
+  await page.waitForURL(/q=lead-1/)
+  await expect(page.locator('#lead-results tbody tr').count()).resolves.toBe(1)
+  await visit(page, `${site.name}-09-leads-search`)
+  await page.goto(`${site.url}/app/leads`)
+  const [download] = await Promise.all([
+    page.waitForEvent('download'),
+    page.getByRole('link', { name: 'Export these leads as CSV' }).click(),
+  ])
+  expect(download.suggestedFilename()).toMatch(/^leads-\d{8}-\d{4}\.csv$/)
+  const records = csvRecords(await readFile((await download.path())!, 'utf8'))
+  expect(records.map((record) => record.email).sort()).toEqual([
+    'after@example.com',
+    'lead-0@example.com',
+    'lead-1@example.com',
+    'lead-2@example.com',
+  ])
+
+  // A lead: opened from the list, edited, and another one deleted after its confirmation page
+  // (confirmed from the keyboard).
+  await page.getByRole('link', { name: 'Lead 0' }).click()
+  await page.getByRole('heading', { name: 'Lead 0' }).waitFor()
+  await page.getByLabel('Status').fill('qualified')
+  await page.getByLabel('Last name').fill('Lovelace')
+  await page.getByRole('button', { name: 'Save lead' }).click()
+  await page.getByText('Lead saved.').waitFor()
+  await expect(page.getByLabel('Status').inputValue()).resolves.toBe('qualified')
+  await visit(page, `${site.name}-10-lead-edited`)
+  await page.goto(`${site.url}/app/leads`)
+  await page.getByRole('link', { name: 'Lead 2' }).click()
+  await page.getByRole('link', { name: 'Delete this lead…' }).click()
+  await page.getByRole('heading', { name: 'Delete the lead lead-2@example.com?' }).waitFor()
+  await visit(page, `${site.name}-11-lead-delete-confirm`)
+  await page.getByRole('button', { name: 'Delete lead' }).focus()
+  await page.keyboard.press('Enter')
+  await page.waitForURL(`${site.url}/app/leads?deleted=1`)
+  await page.getByText('Lead deleted.').waitFor()
+  await expect(page.locator('#lead-results tbody tr').count()).resolves.toBe(3)
+  await expect(page.locator('#lead-results').textContent()).resolves.not.toContain('lead-2@example.com')
+
+  // A second source, deleted after its confirmation page; the first one stays.
+  await page.getByRole('link', { name: 'Sources' }).click()
+  await page.getByLabel('New source name').fill('Old landing page')
+  await page.getByRole('button', { name: 'Create source' }).click()
+  await page.getByRole('heading', { name: 'Source created' }).waitFor()
+  await page.getByRole('link', { name: 'Delete this source…' }).click()
+  await page.getByRole('heading', { name: 'Delete Old landing page?' }).waitFor()
+  await visit(page, `${site.name}-12-source-delete-confirm`)
+  await page.getByRole('button', { name: 'Delete source' }).click()
+  await page.waitForURL(`${site.url}/app/sources?deleted=1`)
+  await page.getByText('Source deleted.').waitFor()
+  await expect(page.locator('table').textContent()).resolves.not.toContain('Old landing page')
+  await expect(page.locator('table').textContent()).resolves.toContain('Contact form')
+
+  // A personal access token: created and shown once, works, revoked, stops.
+  await page.getByRole('link', { name: 'Access tokens' }).click()
+  await page.getByLabel('Name').fill('ci export')
+  await page.getByLabel('leads.read', { exact: true }).check()
+  await page.getByRole('button', { name: 'Create token' }).click()
+  const token = await page.getByLabel('Token', { exact: true }).inputValue()
+  const api = () => fetch(`${site.url}/api/v2/leads`, { headers: { authorization: `Bearer ${token}` } })
+  expect((await api()).status).toBe(200)
+  await visit(page, `${site.name}-13-token-created`)
+  await page.getByRole('button', { name: 'Revoke ci export' }).click()
+  await page.getByText('Token revoked.').waitFor()
+  expect((await api()).status).toBe(401)
+
+  // A viewer: added by the owner, signs in, sees leads read-only.
+  await page.getByRole('link', { name: 'Members' }).click()
+  const viewerEmail = `viewer-${crypto.randomUUID()}@example.com`
+  await page.getByLabel('E-mail').fill(viewerEmail)
+  await page.getByLabel('Initial password').fill(PASSWORD)
+  await page.getByLabel('Role', { exact: true }).selectOption('viewer')
+  await page.getByRole('button', { name: 'Add member' }).click()
+  await page.getByText(`${viewerEmail} added.`).waitFor()
+  // Another member: made admin, then removed after the confirmation page.
+  const tempEmail = `temp-${crypto.randomUUID()}@example.com`
+  await page.getByLabel('E-mail').fill(tempEmail)
+  await page.getByLabel('Initial password').fill(PASSWORD)
+  await page.getByLabel('Role', { exact: true }).selectOption('member')
+  await page.getByRole('button', { name: 'Add member' }).click()
+  await page.getByText(`${tempEmail} added.`).waitFor()
+  const tempRow = page.getByRole('row').filter({ hasText: tempEmail })
+  await page.getByLabel(`Role of ${tempEmail}`).selectOption('admin')
+  await tempRow.getByRole('button', { name: 'Change role' }).click()
+  await page.getByText(`${tempEmail} is now admin.`).waitFor()
+  await visit(page, `${site.name}-14-members`)
+  // The link's name carries the member's e-mail (visually hidden), so a list of links says whom it removes.
+  const remove = tempRow.getByRole('link', { name: /^Remove/ })
+  await expect(remove.evaluate((link) => link.textContent)).resolves.toContain(tempEmail)
+  await remove.click()
+  await page.getByRole('heading', { name: `Remove ${tempEmail}?` }).waitFor()
+  await visit(page, `${site.name}-15-member-remove-confirm`)
+  await page.getByRole('button', { name: 'Remove member' }).click()
+  await page.getByText(`${tempEmail} removed.`).waitFor()
+  await expect(page.locator('table').textContent()).resolves.not.toContain(tempEmail)
+  await page.getByRole('button', { name: 'Sign out' }).click()
+  await page.waitForURL(`${site.url}/app/sign-in`)
+  await page.getByLabel('E-mail').fill(viewerEmail)
+  await page.getByLabel('Password').fill(PASSWORD)
+  await page.getByRole('button', { name: 'Sign in' }).click()
+  await page.waitForURL(`${site.url}/app/leads`)
+  await expect(
+    page.getByRole('navigation', { name: 'Main' }).getByRole('link').allTextContents(),
+  ).resolves.toEqual(['Leads', 'Access tokens'])
+  await expect(page.locator('#lead-results tbody tr').count()).resolves.toBe(3)
+  await visit(page, `${site.name}-16-viewer-leads`)
+  // The viewer's lead page: the fields as text, no form, no way to delete.
+  await page.getByRole('link', { name: 'Lead 0 Lovelace' }).click()
+  await page.getByRole('heading', { name: 'Lead 0 Lovelace' }).waitFor()
+  await expect(page.getByRole('button', { name: 'Save lead' }).count()).resolves.toBe(0)
+  await expect(page.getByRole('link', { name: 'Delete this lead…' }).count()).resolves.toBe(0)
+  await expect(page.locator('main').textContent()).resolves.toContain('qualified')
+  await visit(page, `${site.name}-17-viewer-lead`)
+  const forbidden = await page.goto(`${site.origin}${sourcePath}`)
+  expect(forbidden!.status()).toBe(403)
+  await visit(page, `${site.name}-18-viewer-forbidden`)
+
+  // A phone-sized screen: no horizontal scrolling of the page itself.
+  await page.setViewportSize({ width: 375, height: 800 })
+  await page.goto(`${site.url}/app/leads`)
+  expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(375)
+  await shot(page, `${site.name}-19-viewer-phone`)
+
+  expect(errors).toEqual([])
+  // Browsers ask for /favicon.ico on their own; the only other failure is the viewer's 403.
+  expect(failedLoads.filter((load) => !load.endsWith('/favicon.ico'))).toEqual([`403 ${sourcePath}`])
+  await context.close()
+}
+
 describe('the dashboard journey', () => {
   test(
-    'sign-up → source → copy URL → leads and chart → logs and a failed body → new key → CSV → edit and delete a lead → delete a source → PAT → members (role, removal) → viewer',
-    async () => {
-      const context = await browser.newContext({
-        viewport: { width: 1100, height: 900 },
-        acceptDownloads: true,
-      })
-      await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: base })
-      const page = await context.newPage()
-      const errors: string[] = []
-      page.on('pageerror', (error) => errors.push(error.message))
-      // Failed loads are checked by URL below (the viewer's 403 is deliberate); other console errors count.
-      page.on('console', (message) => {
-        if (message.type() === 'error' && !message.text().startsWith('Failed to load resource')) {
-          errors.push(message.text())
-        }
-      })
-      const failedLoads: string[] = []
-      page.on('response', (response) => {
-        if (response.status() >= 400)
-          failedLoads.push(`${response.status()} ${new URL(response.url()).pathname}`)
-      })
+    'served at the root: sign-up → source → copy URL → leads and chart → logs and a failed body → new key → CSV → edit and delete a lead → delete a source → PAT → members (role, removal) → viewer',
+    () => journey(direct),
+    TIMEOUT_MS * 4,
+  )
 
-      // A first visit lands on the sign-in page; sign up from there.
-      await page.goto(`${base}/`)
-      expect(new URL(page.url()).pathname).toBe('/app/sign-in')
-      await visit(page, '01-sign-in')
-      await page.getByRole('link', { name: 'Create an account' }).click()
-      await visit(page, '02-sign-up')
-      const email = `owner-${crypto.randomUUID()}@example.com`
-      await page.getByLabel('Organization name').fill('Acme Ltd')
-      await page.getByLabel('E-mail').fill(email)
-      await page.getByLabel('Password').fill(PASSWORD)
-      await page.getByRole('button', { name: 'Create account' }).click()
-      await page.waitForURL(`${base}/app/sources`)
-      // The session cookie is invisible to scripts.
-      expect(await page.evaluate(() => document.cookie)).not.toContain('lc_session')
-      const cookie = (await context.cookies()).find((entry) => entry.name === 'lc_session')!
-      expect({ httpOnly: cookie.httpOnly, sameSite: cookie.sameSite, path: cookie.path }).toEqual({
-        httpOnly: true,
-        sameSite: 'Strict',
-        path: '/app',
-      })
-      await visit(page, '03-sources-empty')
-
-      // Create a source; the URL is shown once, with a copy button.
-      await page.getByLabel('New source name').fill('Contact form')
-      await page.getByRole('button', { name: 'Create source' }).click()
-      await page.getByRole('heading', { name: 'Source created' }).waitFor()
-      const shownUrl = await page.getByLabel('Webhook URL').inputValue()
-      await page.getByRole('button', { name: 'Copy' }).click()
-      await page.getByText('Copied.').waitFor()
-      const copied = await page.evaluate(() => navigator.clipboard.readText())
-      expect(copied).toBe(shownUrl)
-      expect(copied).toStartWith(`${base}/api/webhook/lead/`)
-      await visit(page, '04-source-created')
-      const sourcePath = await page.evaluate(() => {
-        const form = document.querySelector('form[action$="/regenerate-key"]') as HTMLFormElement
-        return new URL(form.action).pathname.replace('/regenerate-key', '')
-      })
-
-      // Leads posted by the test appear, and the chart counts them.
-      for (let index = 0; index < 3; index++) {
-        expect(
-          (
-            await postLead(
-              copied,
-              JSON.stringify({ email: `lead-${index}@example.com`, first_name: `Lead ${index}` }),
-            )
-          ).status,
-        ).toBe(200)
-      }
-      const noContact = JSON.stringify({ first_name: 'Nobody', note: 'no e-mail, no phone' })
-      expect((await postLead(copied, noContact)).status).toBe(200)
-      expect((await postLead(copied, '{"broken json')).status).toBe(400)
-      await page.goto(`${base}${sourcePath}`)
-      await page.locator('.uplot canvas').first().waitFor()
-      const chart = JSON.parse((await page.locator('#hourly-chart-data').textContent())!)
-      const sum = (outcome: string) =>
-        (chart.series[outcome] as number[]).reduce((total, value) => total + value, 0)
-      expect({ created: sum('created'), error: sum('error'), rejected: sum('rejected') }).toEqual({
-        created: 3,
-        error: 1,
-        rejected: 1,
-      })
-      // Hovering the current hour's bar shows its values in the legend.
-      const box = (await page.locator('.uplot .u-over').boundingBox())!
-      await page.mouse.move(box.x + box.width - 3, box.y + box.height - 5)
-      await expect(page.locator('.uplot .u-legend').textContent()).resolves.toContain('created')
-      const legendValues = await page.locator('.uplot .u-legend .u-value').allTextContents()
-      expect(legendValues).toContain('3')
-      await visit(page, '05-source-with-traffic')
-
-      // Logs: filter on errors (htmx swaps the results), open the failed entry's body.
-      await page.getByRole('link', { name: 'All delivery logs' }).click()
-      await page.waitForURL(`${base}${sourcePath}/logs`)
-      await visit(page, '06-logs')
-      await page.getByLabel('Outcome').selectOption('error')
-      await page.getByRole('button', { name: 'Filter' }).click()
-      await page.waitForURL(/outcome=error/)
-      const rows = page.locator('#log-results tbody tr')
-      await expect(rows.count()).resolves.toBe(1)
-      await rows.first().getByRole('link').click()
-      await page.locator('pre.body').waitFor()
-      expect(JSON.parse((await page.locator('pre.body').textContent())!)).toEqual(JSON.parse(noContact))
-      await visit(page, '07-log-entry')
-
-      // Regenerate the key: a new URL, shown once; the old one stops.
-      await page.goto(`${base}${sourcePath}`)
-      await page.getByLabel('Old key keeps working for').selectOption('0')
-      await page.getByRole('button', { name: 'Regenerate key' }).click()
-      await page.getByRole('heading', { name: 'Key regenerated' }).waitFor()
-      const newUrl = await page.getByLabel('Webhook URL').inputValue()
-      expect(newUrl).not.toBe(copied)
-      expect((await postLead(copied, JSON.stringify({ email: 'late@example.com' }))).status).toBe(404)
-      expect((await postLead(newUrl, JSON.stringify({ email: 'after@example.com' }))).status).toBe(200)
-      await visit(page, '08-key-regenerated')
-
-      // Leads: search, then export the CSV and read it.
-      await page.getByRole('link', { name: 'Leads' }).click()
-      await page.waitForURL(`${base}/app/leads`)
-      await expect(page.locator('#lead-results tbody tr').count()).resolves.toBe(4)
-      await page.getByLabel('Search e-mail or phone').fill('lead-1')
-      await page.getByRole('button', { name: 'Search' }).click()
-      await page.waitForURL(/q=lead-1/)
-      await expect(page.locator('#lead-results tbody tr').count()).resolves.toBe(1)
-      await visit(page, '09-leads-search')
-      await page.goto(`${base}/app/leads`)
-      const [download] = await Promise.all([
-        page.waitForEvent('download'),
-        page.getByRole('link', { name: 'Export these leads as CSV' }).click(),
-      ])
-      expect(download.suggestedFilename()).toMatch(/^leads-\d{8}-\d{4}\.csv$/)
-      const records = csvRecords(await readFile((await download.path())!, 'utf8'))
-      expect(records.map((record) => record.email).sort()).toEqual([
-        'after@example.com',
-        'lead-0@example.com',
-        'lead-1@example.com',
-        'lead-2@example.com',
-      ])
-
-      // A lead: opened from the list, edited, and another one deleted after its confirmation page
-      // (confirmed from the keyboard).
-      await page.getByRole('link', { name: 'Lead 0' }).click()
-      await page.getByRole('heading', { name: 'Lead 0' }).waitFor()
-      await page.getByLabel('Status').fill('qualified')
-      await page.getByLabel('Last name').fill('Lovelace')
-      await page.getByRole('button', { name: 'Save lead' }).click()
-      await page.getByText('Lead saved.').waitFor()
-      await expect(page.getByLabel('Status').inputValue()).resolves.toBe('qualified')
-      await visit(page, '10-lead-edited')
-      await page.goto(`${base}/app/leads`)
-      await page.getByRole('link', { name: 'Lead 2' }).click()
-      await page.getByRole('link', { name: 'Delete this lead…' }).click()
-      await page.getByRole('heading', { name: 'Delete the lead lead-2@example.com?' }).waitFor()
-      await visit(page, '11-lead-delete-confirm')
-      await page.getByRole('button', { name: 'Delete lead' }).focus()
-      await page.keyboard.press('Enter')
-      await page.waitForURL(`${base}/app/leads?deleted=1`)
-      await page.getByText('Lead deleted.').waitFor()
-      await expect(page.locator('#lead-results tbody tr').count()).resolves.toBe(3)
-      await expect(page.locator('#lead-results').textContent()).resolves.not.toContain('lead-2@example.com')
-
-      // A second source, deleted after its confirmation page; the first one stays.
-      await page.getByRole('link', { name: 'Sources' }).click()
-      await page.getByLabel('New source name').fill('Old landing page')
-      await page.getByRole('button', { name: 'Create source' }).click()
-      await page.getByRole('heading', { name: 'Source created' }).waitFor()
-      await page.getByRole('link', { name: 'Delete this source…' }).click()
-      await page.getByRole('heading', { name: 'Delete Old landing page?' }).waitFor()
-      await visit(page, '12-source-delete-confirm')
-      await page.getByRole('button', { name: 'Delete source' }).click()
-      await page.waitForURL(`${base}/app/sources?deleted=1`)
-      await page.getByText('Source deleted.').waitFor()
-      await expect(page.locator('table').textContent()).resolves.not.toContain('Old landing page')
-      await expect(page.locator('table').textContent()).resolves.toContain('Contact form')
-
-      // A personal access token: created and shown once, works, revoked, stops.
-      await page.getByRole('link', { name: 'Access tokens' }).click()
-      await page.getByLabel('Name').fill('ci export')
-      await page.getByLabel('leads.read', { exact: true }).check()
-      await page.getByRole('button', { name: 'Create token' }).click()
-      const token = await page.getByLabel('Token', { exact: true }).inputValue()
-      const api = () => fetch(`${base}/api/v2/leads`, { headers: { authorization: `Bearer ${token}` } })
-      expect((await api()).status).toBe(200)
-      await visit(page, '13-token-created')
-      await page.getByRole('button', { name: 'Revoke ci export' }).click()
-      await page.getByText('Token revoked.').waitFor()
-      expect((await api()).status).toBe(401)
-
-      // A viewer: added by the owner, signs in, sees leads read-only.
-      await page.getByRole('link', { name: 'Members' }).click()
-      const viewerEmail = `viewer-${crypto.randomUUID()}@example.com`
-      await page.getByLabel('E-mail').fill(viewerEmail)
-      await page.getByLabel('Initial password').fill(PASSWORD)
-      await page.getByLabel('Role', { exact: true }).selectOption('viewer')
-      await page.getByRole('button', { name: 'Add member' }).click()
-      await page.getByText(`${viewerEmail} added.`).waitFor()
-      // Another member: made admin, then removed after the confirmation page.
-      const tempEmail = `temp-${crypto.randomUUID()}@example.com`
-      await page.getByLabel('E-mail').fill(tempEmail)
-      await page.getByLabel('Initial password').fill(PASSWORD)
-      await page.getByLabel('Role', { exact: true }).selectOption('member')
-      await page.getByRole('button', { name: 'Add member' }).click()
-      await page.getByText(`${tempEmail} added.`).waitFor()
-      const tempRow = page.getByRole('row').filter({ hasText: tempEmail })
-      await page.getByLabel(`Role of ${tempEmail}`).selectOption('admin')
-      await tempRow.getByRole('button', { name: 'Change role' }).click()
-      await page.getByText(`${tempEmail} is now admin.`).waitFor()
-      await visit(page, '14-members')
-      // The link's name carries the member's e-mail (visually hidden), so a list of links says whom it removes.
-      const remove = tempRow.getByRole('link', { name: /^Remove/ })
-      await expect(remove.evaluate((link) => link.textContent)).resolves.toContain(tempEmail)
-      await remove.click()
-      await page.getByRole('heading', { name: `Remove ${tempEmail}?` }).waitFor()
-      await visit(page, '15-member-remove-confirm')
-      await page.getByRole('button', { name: 'Remove member' }).click()
-      await page.getByText(`${tempEmail} removed.`).waitFor()
-      await expect(page.locator('table').textContent()).resolves.not.toContain(tempEmail)
-      await page.getByRole('button', { name: 'Sign out' }).click()
-      await page.waitForURL(`${base}/app/sign-in`)
-      await page.getByLabel('E-mail').fill(viewerEmail)
-      await page.getByLabel('Password').fill(PASSWORD)
-      await page.getByRole('button', { name: 'Sign in' }).click()
-      await page.waitForURL(`${base}/app/leads`)
-      await expect(
-        page.getByRole('navigation', { name: 'Main' }).getByRole('link').allTextContents(),
-      ).resolves.toEqual(['Leads', 'Access tokens'])
-      await expect(page.locator('#lead-results tbody tr').count()).resolves.toBe(3)
-      await visit(page, '16-viewer-leads')
-      // The viewer's lead page: the fields as text, no form, no way to delete.
-      await page.getByRole('link', { name: 'Lead 0 Lovelace' }).click()
-      await page.getByRole('heading', { name: 'Lead 0 Lovelace' }).waitFor()
-      await expect(page.getByRole('button', { name: 'Save lead' }).count()).resolves.toBe(0)
-      await expect(page.getByRole('link', { name: 'Delete this lead…' }).count()).resolves.toBe(0)
-      await expect(page.locator('main').textContent()).resolves.toContain('qualified')
-      await visit(page, '17-viewer-lead')
-      const forbidden = await page.goto(`${base}${sourcePath}`)
-      expect(forbidden!.status()).toBe(403)
-      await visit(page, '18-viewer-forbidden')
-
-      // A phone-sized screen: no horizontal scrolling of the page itself.
-      await page.setViewportSize({ width: 375, height: 800 })
-      await page.goto(`${base}/app/leads`)
-      expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(375)
-      await shot(page, '19-viewer-phone')
-
-      expect(errors).toEqual([])
-      // Browsers ask for /favicon.ico on their own; the only other failure is the viewer's 403.
-      expect(failedLoads.filter((load) => !load.endsWith('/favicon.ico'))).toEqual([`403 ${sourcePath}`])
-      await context.close()
-    },
+  test(
+    `behind HAProxy under ${PROXY_PREFIX} (PUBLIC_BASE_URL with a path, the proxy stripping it): every link, form, redirect and cookie works`,
+    () => journey(proxied),
     TIMEOUT_MS * 4,
   )
 

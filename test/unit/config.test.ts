@@ -19,6 +19,7 @@ describe('config', () => {
       port: 3000,
       host: '0.0.0.0',
       publicBaseUrl: 'http://localhost:3000',
+      publicBasePath: '',
       databaseUrl: undefined,
       redisUrl: undefined,
       dataDir: './.data',
@@ -78,6 +79,53 @@ describe('config', () => {
     expect(config.trustProxy).toEqual(['10.0.0.0/8', '::1'])
     expect(config.publicBaseUrl).toBe('https://leads.example.com')
     expect(config.defaultPlan).toBe('free')
+  })
+
+  test.each([
+    ['https://leads.example.com', 'https://leads.example.com', ''],
+    ['https://leads.example.com/', 'https://leads.example.com', ''],
+    ['https://tools.example.com/crm/leads', 'https://tools.example.com/crm/leads', '/crm/leads'],
+    ['https://tools.example.com/crm/leads//', 'https://tools.example.com/crm/leads', '/crm/leads'],
+    ['http://10.0.0.5:8080/l%C3%A9ads', 'http://10.0.0.5:8080/l%C3%A9ads', '/l%C3%A9ads'],
+  ])('PUBLIC_BASE_URL %p: base %p, path %p', (value, publicBaseUrl, publicBasePath) => {
+    const config = loadConfig({ PUBLIC_BASE_URL: value })
+    expect({ publicBaseUrl: config.publicBaseUrl, publicBasePath: config.publicBasePath }).toEqual({
+      publicBaseUrl,
+      publicBasePath,
+    })
+  })
+
+  test('the default PUBLIC_BASE_URL is the port on localhost, at the root', () => {
+    const config = loadConfig({ PORT: '4100' })
+    expect({ publicBaseUrl: config.publicBaseUrl, publicBasePath: config.publicBasePath }).toEqual({
+      publicBaseUrl: 'http://localhost:4100',
+      publicBasePath: '',
+    })
+  })
+
+  test.each([
+    [
+      'https://leads.example.com/?source=x',
+      'holds a query or a fragment: give the scheme, host and path only',
+    ],
+    ['https://leads.example.com/crm#top', 'holds a query or a fragment: give the scheme, host and path only'],
+    ['https://leads.example.com/crm?', 'holds a query or a fragment: give the scheme, host and path only'],
+    [
+      'https://admin:hunter2@leads.example.com',
+      'holds a user name or password, which every webhook URL would carry',
+    ],
+    [
+      'https://leads.example.com/crm/../leads',
+      'its path must be written as a browser sends it ("/leads"): no dot segments, special characters percent-encoded',
+    ],
+    [
+      'https://leads.example.com/léads',
+      'its path must be written as a browser sends it ("/l%C3%A9ads"): no dot segments, special characters percent-encoded',
+    ],
+  ])('PUBLIC_BASE_URL %p is refused: %p, the value never quoted', (value, problem) => {
+    const refusal = refusalOf({ PUBLIC_BASE_URL: value })
+    expect(refusal.problems).toEqual([`PUBLIC_BASE_URL: ${problem}`])
+    expect(refusal.message).not.toContain('hunter2')
   })
 
   test.each([

@@ -34,6 +34,7 @@ import {
 } from './model'
 import type { DashboardService } from './service'
 import {
+  browserPath,
   clearedSessionCookie,
   csrfProblem,
   DASHBOARD_PATH,
@@ -88,7 +89,7 @@ interface Reply {
  */
 async function htmlOrErrorPage(
   set: Reply,
-  session: PageSession | undefined,
+  session: PageSession,
   build: () => Promise<string> | string,
 ): Promise<string> {
   try {
@@ -96,7 +97,7 @@ async function htmlOrErrorPage(
   } catch (error) {
     if (error instanceof AppError && error.status >= 400 && error.status < 500) {
       set.status = error.status
-      return renderErrorPage(error.status, messageOf(error), session)
+      return renderErrorPage(error.status, messageOf(error), session.basePath, session)
     }
     throw error
   }
@@ -123,12 +124,6 @@ async function attempt<T>(set: Reply, action: () => Promise<T>): Promise<{ value
   }
 }
 
-function redirect(set: Reply, location: string): string {
-  set.status = 303
-  set.headers.location = location
-  return ''
-}
-
 /**
  * The dashboard: server-rendered pages under /app on the services the API routes call, signed in
  * with a session cookie (session.ts). Kept out of the OpenAPI document: it is not an API.
@@ -138,6 +133,14 @@ export function dashboardModule(
   { service, resolver }: { service: DashboardService; resolver: CredentialResolver },
 ) {
   const { config } = ctx
+  const basePath = config.publicBasePath
+
+  /** 303 to a dashboard path (`/app/…`), under PUBLIC_BASE_URL's path as the browser must ask for it. */
+  function redirect(set: Reply, path: string): string {
+    set.status = 303
+    set.headers.location = browserPath(config, path)
+    return ''
+  }
   // Read from disk on the first asset request, then served from memory.
   let assets: Promise<Map<string, Asset>> | undefined
   const loadedAssets = () => {
@@ -188,7 +191,7 @@ export function dashboardModule(
       '/assets/:file',
       async ({ params, request, set, status }) => {
         const asset: Asset | undefined = (await loadedAssets()).get(params.file)
-        if (!asset) return status(404, renderErrorPage(404, 'no such file'))
+        if (!asset) return status(404, renderErrorPage(404, 'no such file', basePath))
         const headers = {
           ...(set.headers as Record<string, string>),
           'content-type': asset.type,
@@ -207,7 +210,7 @@ export function dashboardModule(
       async ({ request, query, set }) => {
         const authentication = await resolver.authenticateSessionCookie(request)
         if (authentication.ok) return redirect(set, homeOf(authentication.principal))
-        return signInPage({ csrfToken: preSessionCsrf(request, set), next: safeNext(query.next) })
+        return signInPage({ basePath, csrfToken: preSessionCsrf(request, set), next: safeNext(query.next) })
       },
       { query: SignInQuery, response: pageResponses, detail: hidden },
     )
@@ -218,11 +221,12 @@ export function dashboardModule(
         const problem = csrfProblem(config, request, body, expected)
         if (problem) {
           set.status = 403
-          return renderErrorPage(403, problem)
+          return renderErrorPage(403, problem, basePath)
         }
         const result = await attempt(set, () => service.signIn(body.email, body.password))
         if (!result.value) {
           return signInPage({
+            basePath,
             csrfToken: expected!,
             next: safeNext(body.next),
             email: body.email,
@@ -237,7 +241,11 @@ export function dashboardModule(
     .get(
       '/sign-up',
       ({ request, set }) =>
-        signUpPage({ csrfToken: preSessionCsrf(request, set), signupEnabled: config.signupEnabled }),
+        signUpPage({
+          basePath,
+          csrfToken: preSessionCsrf(request, set),
+          signupEnabled: config.signupEnabled,
+        }),
       { response: pageResponses, detail: hidden },
     )
     .post(
@@ -247,7 +255,7 @@ export function dashboardModule(
         const problem = csrfProblem(config, request, body, expected)
         if (problem) {
           set.status = 403
-          return renderErrorPage(403, problem)
+          return renderErrorPage(403, problem, basePath)
         }
         const result = await attempt(set, () =>
           service.signUp({
@@ -258,6 +266,7 @@ export function dashboardModule(
         )
         if (!result.value) {
           return signUpPage({
+            basePath,
             csrfToken: expected!,
             email: body.email,
             organizationName: body.organization_name,

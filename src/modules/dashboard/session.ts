@@ -32,9 +32,17 @@ export const SIGN_IN_PATH = '/app/sign-in'
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS'])
 
+/**
+ * A dashboard path (`/app/sources`) as the browser must ask for it: under PUBLIC_BASE_URL's path
+ * when a proxy serves the service below one and strips it (config.publicBasePath).
+ */
+export function browserPath(config: Pick<AppContext['config'], 'publicBasePath'>, path: string): string {
+  return `${config.publicBasePath}${path}`
+}
+
 function cookieAttributes(config: AppContext['config'], maxAgeSeconds: number): string {
   const secure = config.publicBaseUrl.startsWith('https://') ? '; Secure' : ''
-  return `Path=${DASHBOARD_PATH}; HttpOnly; SameSite=Strict; Max-Age=${maxAgeSeconds}${secure}`
+  return `Path=${browserPath(config, DASHBOARD_PATH)}; HttpOnly; SameSite=Strict; Max-Age=${maxAgeSeconds}${secure}`
 }
 
 export function sessionCookie(config: AppContext['config'], token: string): string {
@@ -129,6 +137,8 @@ export function safeNext(next: string | undefined): string {
 export interface PageSession {
   principal: Principal
   csrfToken: string
+  /** config.publicBasePath: every URL the page hands the browser starts with it. */
+  basePath: string
 }
 
 /**
@@ -146,21 +156,23 @@ export function dashboardSessionPlugin(ctx: AppContext, resolver: CredentialReso
         set.headers['cache-control'] = 'no-store'
         if (!authentication.ok) {
           if (authentication.tokenSent) set.headers['set-cookie'] = clearedSessionCookie(ctx.config)
-          set.headers.location = signInLocation(path)
+          set.headers.location = browserPath(ctx.config, signInLocation(path))
           return status(303, '')
         }
         const token = cookieValue(request, SESSION_COOKIE)!
         const session: PageSession = {
           principal: authentication.principal,
           csrfToken: sessionCsrfToken(token),
+          basePath: ctx.config.publicBasePath,
         }
         set.headers['content-type'] = 'text/html; charset=utf-8'
         const problem = csrfProblem(ctx.config, request, body, session.csrfToken)
-        if (problem) return status(403, renderErrorPage(403, problem, session))
+        if (problem) return status(403, renderErrorPage(403, problem, session.basePath, session))
         try {
           authorize(authentication, requirement)
         } catch (error) {
-          if (error instanceof AppError) return status(403, renderErrorPage(403, error.message, session))
+          if (error instanceof AppError)
+            return status(403, renderErrorPage(403, error.message, session.basePath, session))
           throw error
         }
         return { session, principal: session.principal }

@@ -1,6 +1,8 @@
 import { CsrfField, documentOf, Layout, Notice } from './layout'
 
 export interface SignInForm {
+  /** config.publicBasePath: the start of every URL of the page. */
+  basePath: string
   csrfToken: string
   next: string
   email?: string
@@ -9,10 +11,10 @@ export interface SignInForm {
 
 export function signInPage(form: SignInForm): string {
   return documentOf(
-    <Layout title="Sign in">
+    <Layout title="Sign in" basePath={form.basePath}>
       <h1>Sign in</h1>
       <Notice kind="error" message={form.error} />
-      <form method="post" action="/app/sign-in" class="stack narrow">
+      <form method="post" action={`${form.basePath}/app/sign-in`} class="stack narrow">
         <CsrfField token={form.csrfToken} />
         <input type="hidden" name="next" value={form.next} />
         <label for="email">E-mail</label>
@@ -22,13 +24,15 @@ export function signInPage(form: SignInForm): string {
         <button type="submit">Sign in</button>
       </form>
       <p>
-        New here? <a href="/app/sign-up">Create an account</a>
+        New here? <a href={`${form.basePath}/app/sign-up`}>Create an account</a>
       </p>
     </Layout>,
   )
 }
 
 export interface SignUpForm {
+  /** config.publicBasePath: the start of every URL of the page. */
+  basePath: string
   csrfToken: string
   email?: string
   organizationName?: string
@@ -38,11 +42,11 @@ export interface SignUpForm {
 
 export function signUpPage(form: SignUpForm): string {
   return documentOf(
-    <Layout title="Create an account">
+    <Layout title="Create an account" basePath={form.basePath}>
       <h1>Create an account</h1>
       <Notice kind="error" message={form.error} />
       {form.signupEnabled ? (
-        <form method="post" action="/app/sign-up" class="stack narrow">
+        <form method="post" action={`${form.basePath}/app/sign-up`} class="stack narrow">
           <CsrfField token={form.csrfToken} />
           <label for="organization_name">Organization name</label>
           <input
@@ -74,7 +78,7 @@ export function signUpPage(form: SignUpForm): string {
         <p>Sign-up is disabled on this service; ask an administrator for an account.</p>
       )}
       <p>
-        Already have an account? <a href="/app/sign-in">Sign in</a>
+        Already have an account? <a href={`${form.basePath}/app/sign-in`}>Sign in</a>
       </p>
     </Layout>,
   )

@@ -11,6 +11,7 @@ export function confirmPage(view: {
   title: string
   /** What will go, and what stays. */
   consequences: string
+  /** Dashboard paths (`/app/…`): the page puts them under the session's base path. */
   action: string
   button: string
   cancelHref: string
@@ -20,12 +21,12 @@ export function confirmPage(view: {
     <Layout title={view.title} session={view.session} current={view.current}>
       <h1 safe>{view.title}</h1>
       <p safe>{view.consequences}</p>
-      <form method="post" action={view.action} class="inline">
+      <form method="post" action={`${view.session.basePath}${view.action}`} class="inline">
         <CsrfField token={view.session.csrfToken} />
         <button type="submit" class="danger" safe>
           {view.button}
         </button>{' '}
-        <a href={view.cancelHref}>Cancel</a>
+        <a href={`${view.session.basePath}${view.cancelHref}`}>Cancel</a>
       </form>
     </Layout>,
   )

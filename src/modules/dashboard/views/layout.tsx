@@ -15,10 +15,21 @@ export function documentOf(element: JSX.Element): string {
   return `<!doctype html>${render(element)}`
 }
 
+/**
+ * The page around every view. `basePath` (config.publicBasePath, also on a session) starts every URL
+ * the page hands the browser: the views write `${basePath}/app/…`, never a bare `/app/…`
+ * (test/integration/dashboard-base-path.test.ts walks every page for one).
+ */
 export function Layout(
-  props: PropsWithChildren<{ title: string; session?: PageSession; current?: string }>,
+  props: PropsWithChildren<
+    { title: string; current?: string } & (
+      | { session: PageSession }
+      | { session?: undefined; basePath: string }
+    )
+  >,
 ): JSX.Element {
   const { session } = props
+  const basePath = session ? session.basePath : props.basePath
   return (
     <html lang="en">
       <head>
@@ -27,23 +38,27 @@ export function Layout(
         {/* htmx adds a <style> for its indicators unless told not to: the CSP allows no inline style. */}
         <meta name="htmx-config" content='{"includeIndicatorStyles":false,"allowEval":false}' />
         <title safe>{`${props.title} · Lead Capture`}</title>
-        <link rel="stylesheet" href="/app/assets/uPlot.min.css" />
-        <link rel="stylesheet" href="/app/assets/dashboard.css" />
-        <script src="/app/assets/htmx.min.js" defer></script>
-        <script src="/app/assets/uPlot.iife.min.js" defer></script>
-        <script src="/app/assets/dashboard.js" defer></script>
+        <link rel="stylesheet" href={`${basePath}/app/assets/uPlot.min.css`} />
+        <link rel="stylesheet" href={`${basePath}/app/assets/dashboard.css`} />
+        <script src={`${basePath}/app/assets/htmx.min.js`} defer></script>
+        <script src={`${basePath}/app/assets/uPlot.iife.min.js`} defer></script>
+        <script src={`${basePath}/app/assets/dashboard.js`} defer></script>
       </head>
       <body hx-headers={session ? JSON.stringify({ 'x-csrf-token': session.csrfToken }) : undefined}>
         <a class="skip" href="#main">
           Skip to content
         </a>
         <header class="top">
-          <a class="brand" href="/app">
+          <a class="brand" href={`${basePath}/app`}>
             Lead Capture
           </a>
-          {session ? <Navigation principal={session.principal} current={props.current} /> : ''}
           {session ? (
-            <form method="post" action="/app/sign-out" class="sign-out">
+            <Navigation principal={session.principal} current={props.current} basePath={basePath} />
+          ) : (
+            ''
+          )}
+          {session ? (
+            <form method="post" action={`${basePath}/app/sign-out`} class="sign-out">
               <CsrfField token={session.csrfToken} />
               <span class="who" safe>
                 {`${session.principal.email} (${session.principal.role})`}
@@ -62,14 +77,18 @@ export function Layout(
   )
 }
 
-function Navigation(props: { principal: Principal; current?: string }): JSX.Element {
+function Navigation(props: { principal: Principal; current?: string; basePath: string }): JSX.Element {
   const items = NAVIGATION.filter((item) => allows(props.principal, item.requires))
   return (
     <nav aria-label="Main">
       <ul>
         {items.map((item) => (
           <li>
-            <a href={item.href} aria-current={props.current === item.href ? 'page' : undefined} safe>
+            <a
+              href={`${props.basePath}${item.href}`}
+              aria-current={props.current === item.href ? 'page' : undefined}
+              safe
+            >
               {item.label}
             </a>
           </li>
@@ -124,16 +143,21 @@ const ERROR_TITLES: Record<number, string> = {
   422: 'That did not work',
 }
 
-export function renderErrorPage(status: number, message: string, session?: PageSession): string {
+export function renderErrorPage(
+  status: number,
+  message: string,
+  basePath: string,
+  session?: PageSession,
+): string {
   const title = ERROR_TITLES[status] ?? 'Something went wrong'
   return documentOf(
-    <Layout title={title} session={session}>
+    <Layout title={title} {...(session ? { session } : { basePath })}>
       <h1 safe>{title}</h1>
       <p class="notice error" role="alert" safe>
         {message}
       </p>
       <p>
-        <a href="/app">Back to the dashboard</a>
+        <a href={`${basePath}/app`}>Back to the dashboard</a>
       </p>
     </Layout>,
   )
@@ -143,8 +167,9 @@ export function renderErrorPage(status: number, message: string, session?: PageS
  * The errors plugin's page for the dashboard's paths (a URL that matches no page, a malformed
  * query, a database outage): the same page as the handlers' own errors, without the session.
  */
-export function dashboardErrorPage(request: Request, status: number, message: string): string | null {
-  return isDashboardPath(requestPath(request)) ? renderErrorPage(status, message) : null
+export function dashboardErrorPages(basePath: string) {
+  return (request: Request, status: number, message: string): string | null =>
+    isDashboardPath(requestPath(request)) ? renderErrorPage(status, message, basePath) : null
 }
 
 export function formatTime(iso: string | null | undefined): string {

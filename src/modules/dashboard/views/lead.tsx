@@ -15,12 +15,13 @@ export interface LeadView {
 /** One lead: what was captured, the edit form (`leads.write`) and the way to delete it (`leads.delete`). */
 export function leadPage(view: LeadView): string {
   const { lead, session } = view
+  const { basePath } = session
   const name =
     [lead.first_name, lead.last_name].filter(Boolean).join(' ') || lead.email || lead.phone_raw || 'Lead'
   return documentOf(
     <Layout title={name} session={session} current="/app/leads">
       <p class="crumbs">
-        <a href="/app/leads">Leads</a>
+        <a href={`${basePath}/app/leads`}>Leads</a>
       </p>
       <h1 safe>{name}</h1>
       <FormOutcome error={view.error} details={view.details} done={view.saved ? 'Lead saved.' : null} />
@@ -32,7 +33,7 @@ export function leadPage(view: LeadView): string {
         <Fact term="Attribution" value={JSON.stringify(lead.attribution)} />
       </dl>
       {view.mayEdit ? (
-        <LeadForm lead={lead} csrfToken={session.csrfToken} />
+        <LeadForm lead={lead} csrfToken={session.csrfToken} basePath={basePath} />
       ) : (
         <dl class="entry">
           <Fact term="E-mail" value={lead.email} />
@@ -43,7 +44,7 @@ export function leadPage(view: LeadView): string {
       )}
       {view.mayDelete ? (
         <p>
-          <a href={`/app/leads/${lead.lead_id}/delete`} class="danger">
+          <a href={`${basePath}/app/leads/${lead.lead_id}/delete`} class="danger">
             Delete this lead…
           </a>
         </p>
@@ -63,12 +64,12 @@ function Fact(props: { term: string; value: string | null }): JSX.Element {
   )
 }
 
-function LeadForm(props: { lead: Lead; csrfToken: string }): JSX.Element {
-  const { lead } = props
+function LeadForm(props: { lead: Lead; csrfToken: string; basePath: string }): JSX.Element {
+  const { lead, basePath } = props
   return (
     <section aria-labelledby="edit-title">
       <h2 id="edit-title">Edit</h2>
-      <form method="post" action={`/app/leads/${lead.lead_id}`} class="stack narrow">
+      <form method="post" action={`${basePath}/app/leads/${lead.lead_id}`} class="stack narrow">
         <CsrfField token={props.csrfToken} />
         <label for="first_name">First name</label>
         <input id="first_name" name="first_name" maxlength="200" value={lead.first_name ?? ''} />

@@ -13,7 +13,10 @@ function queryString(query: LeadsPageQuery, cursor?: string | null): string {
 }
 
 export function leadsPage(view: { session: PageSession; list: LeadList; query: LeadsPageQuery }): string {
-  const next = view.list.next_cursor ? `/app/leads${queryString(view.query, view.list.next_cursor)}` : null
+  const { basePath } = view.session
+  const next = view.list.next_cursor
+    ? `${basePath}/app/leads${queryString(view.query, view.list.next_cursor)}`
+    : null
   return documentOf(
     <Layout title="Leads" session={view.session} current="/app/leads">
       <h1>Leads</h1>
@@ -21,9 +24,9 @@ export function leadsPage(view: { session: PageSession; list: LeadList; query: L
       <search>
         <form
           method="get"
-          action="/app/leads"
+          action={`${basePath}/app/leads`}
           class="filters"
-          hx-get="/app/leads"
+          hx-get={`${basePath}/app/leads`}
           hx-target="#lead-results"
           hx-select="#lead-results"
           hx-swap="outerHTML"
@@ -37,7 +40,7 @@ export function leadsPage(view: { session: PageSession; list: LeadList; query: L
       </search>
       <div id="lead-results">
         <p>
-          <a href={`/app/leads/export.csv${queryString(view.query)}`} download="">
+          <a href={`${basePath}/app/leads/export.csv${queryString(view.query)}`} download="">
             Export these leads as CSV
           </a>
         </p>
@@ -62,7 +65,7 @@ export function leadsPage(view: { session: PageSession; list: LeadList; query: L
                     <td safe>{formatTime(lead.created_at)}</td>
                     <td>
                       {/* The link to the lead's page (edit, delete) needs a name even for a lead without one. */}
-                      <a href={`/app/leads/${lead.lead_id}`} safe>
+                      <a href={`${basePath}/app/leads/${lead.lead_id}`} safe>
                         {[lead.first_name, lead.last_name].filter(Boolean).join(' ') || '(no name)'}
                       </a>
                     </td>

@@ -24,12 +24,13 @@ function queryString(query: LogsPageQuery, cursor?: string | null): string {
 }
 
 export function logsPage(view: LogsView): string {
-  const base = `/app/sources/${view.source.id}/logs`
+  const { basePath } = view.session
+  const base = `${basePath}/app/sources/${view.source.id}/logs`
   return documentOf(
     <Layout title={`Logs · ${view.source.name}`} session={view.session} current="/app/sources">
       <p class="crumbs">
-        <a href="/app/sources">Sources</a> ›{' '}
-        <a href={`/app/sources/${view.source.id}`} safe>
+        <a href={`${basePath}/app/sources`}>Sources</a> ›{' '}
+        <a href={`${basePath}/app/sources/${view.source.id}`} safe>
           {view.source.name}
         </a>
       </p>
@@ -71,13 +72,18 @@ export function logsPage(view: LogsView): string {
       <LogResults
         entries={view.page.data}
         nextHref={view.page.next_cursor ? `${base}${queryString(view.query, view.page.next_cursor)}` : null}
-        sourceId={view.source.id}
+        entriesHref={base}
       />
     </Layout>,
   )
 }
 
-function LogResults(props: { entries: LogEntry[]; nextHref: string | null; sourceId: string }): JSX.Element {
+/** `entriesHref`: the logs page's URL (under the base path), which each entry's page is below. */
+function LogResults(props: {
+  entries: LogEntry[]
+  nextHref: string | null
+  entriesHref: string
+}): JSX.Element {
   return (
     <div id="log-results">
       {props.entries.length === 0 ? (
@@ -100,7 +106,7 @@ function LogResults(props: { entries: LogEntry[]; nextHref: string | null; sourc
               {props.entries.map((entry) => (
                 <tr>
                   <td>
-                    <a href={`/app/sources/${props.sourceId}/logs/${entry.id}`} safe>
+                    <a href={`${props.entriesHref}/${entry.id}`} safe>
                       {formatTime(entry.received_at)}
                     </a>
                   </td>
@@ -145,6 +151,7 @@ export function logEntryPage(view: {
   entry: LogEntryWithBody
 }): string {
   const { entry, source } = view
+  const { basePath } = view.session
   const body =
     entry.body === null
       ? '(no body stored)'
@@ -154,11 +161,11 @@ export function logEntryPage(view: {
   return documentOf(
     <Layout title="Delivery-log entry" session={view.session} current="/app/sources">
       <p class="crumbs">
-        <a href="/app/sources">Sources</a> ›{' '}
-        <a href={`/app/sources/${source.id}`} safe>
+        <a href={`${basePath}/app/sources`}>Sources</a> ›{' '}
+        <a href={`${basePath}/app/sources/${source.id}`} safe>
           {source.name}
         </a>{' '}
-        › <a href={`/app/sources/${source.id}/logs`}>Logs</a>
+        › <a href={`${basePath}/app/sources/${source.id}/logs`}>Logs</a>
       </p>
       <h1 safe>{`${entry.outcome} — HTTP ${entry.http_status}`}</h1>
       <dl class="entry">

@@ -11,6 +11,7 @@ export function membersPage(view: {
   done?: string | null
 }): string {
   const { session } = view
+  const { basePath } = session
   // Nobody grants a role above their own (the service refuses it too).
   const grantable = ROLES.filter((role) => ROLE_RANK[role] <= ROLE_RANK[session.principal.role])
   return documentOf(
@@ -38,7 +39,12 @@ export function membersPage(view: {
                 <td>
                   {/* Nobody changes someone ranked above them (the service refuses it too). */}
                   {ROLE_RANK[member.role] <= ROLE_RANK[session.principal.role] ? (
-                    <MemberControls member={member} grantable={grantable} csrfToken={session.csrfToken} />
+                    <MemberControls
+                      member={member}
+                      grantable={grantable}
+                      csrfToken={session.csrfToken}
+                      basePath={basePath}
+                    />
                   ) : (
                     ''
                   )}
@@ -49,7 +55,7 @@ export function membersPage(view: {
         </table>
       </div>
       <h2>Add a member</h2>
-      <form method="post" action="/app/members" class="stack narrow">
+      <form method="post" action={`${basePath}/app/members`} class="stack narrow">
         <CsrfField token={session.csrfToken} />
         <label for="member-email">E-mail</label>
         <input id="member-email" name="email" type="email" required autocomplete="off" />
@@ -76,12 +82,17 @@ export function membersPage(view: {
   )
 }
 
-function MemberControls(props: { member: MemberView; grantable: Role[]; csrfToken: string }): JSX.Element {
-  const { member } = props
+function MemberControls(props: {
+  member: MemberView
+  grantable: Role[]
+  csrfToken: string
+  basePath: string
+}): JSX.Element {
+  const { member, basePath } = props
   const field = `role-${member.user_id}`
   return (
     <div class="inline">
-      <form method="post" action={`/app/members/${member.user_id}/role`} class="inline">
+      <form method="post" action={`${basePath}/app/members/${member.user_id}/role`} class="inline">
         <CsrfField token={props.csrfToken} />
         <label for={field} class="visually-hidden" safe>
           {`Role of ${member.email}`}
@@ -95,7 +106,7 @@ function MemberControls(props: { member: MemberView; grantable: Role[]; csrfToke
         </select>
         <button type="submit">Change role</button>
       </form>
-      <a href={`/app/members/${member.user_id}/remove`} class="danger">
+      <a href={`${basePath}/app/members/${member.user_id}/remove`} class="danger">
         Remove<span class="visually-hidden" safe>{` ${member.email}`}</span>…
       </a>
     </div>

@@ -39,13 +39,15 @@ export function scriptJson(value: unknown): string {
 
 export function sourcePage(view: SourceView): string {
   const { source, health, session } = view
+  const { basePath } = session
+  const logsHref = `${basePath}/app/sources/${source.id}/logs`
   const snippetUrl = view.newKey?.webhook_url ?? `${view.publicBaseUrl}/api/webhook/lead/<your key>`
   const snippet = `<script async src="${view.publicBaseUrl}/api/webhook/tracker.js" data-webhook-url="${snippetUrl}" data-forms="auto"></script>`
   const curl = `curl -X POST '${snippetUrl}' -H 'content-type: application/json' -d '{"email":"ada@example.com","first_name":"Ada"}'`
   return documentOf(
     <Layout title={source.name} session={session} current="/app/sources">
       <p class="crumbs">
-        <a href="/app/sources">Sources</a>
+        <a href={`${basePath}/app/sources`}>Sources</a>
       </p>
       <h1 safe>{source.name}</h1>
       <p>
@@ -58,7 +60,7 @@ export function sourcePage(view: SourceView): string {
       ) : (
         ''
       )}
-      {health ? <HealthSection health={health} sourceId={source.id} /> : ''}
+      {health ? <HealthSection health={health} logsHref={logsHref} /> : ''}
       <section aria-labelledby="install-title">
         <h2 id="install-title">Install</h2>
         <label for="snippet">Tracker snippet</label>
@@ -70,11 +72,15 @@ export function sourcePage(view: SourceView): string {
           {curl}
         </textarea>
       </section>
-      {view.mayManage ? <SettingsForm source={source} csrfToken={session.csrfToken} /> : ''}
+      {view.mayManage ? (
+        <SettingsForm source={source} csrfToken={session.csrfToken} basePath={basePath} />
+      ) : (
+        ''
+      )}
       {view.mayRegenerate ? (
         <section aria-labelledby="regenerate-title">
           <h2 id="regenerate-title">Regenerate the key</h2>
-          <form method="post" action={`/app/sources/${source.id}/regenerate-key`} class="inline">
+          <form method="post" action={`${basePath}/app/sources/${source.id}/regenerate-key`} class="inline">
             <CsrfField token={session.csrfToken} />
             <label for="grace_seconds">Old key keeps working for</label>
             <select id="grace_seconds" name="grace_seconds">
@@ -90,7 +96,7 @@ export function sourcePage(view: SourceView): string {
       )}
       {view.mayDelete ? (
         <p>
-          <a href={`/app/sources/${source.id}/delete`} class="danger">
+          <a href={`${basePath}/app/sources/${source.id}/delete`} class="danger">
             Delete this source…
           </a>
         </p>
@@ -101,7 +107,8 @@ export function sourcePage(view: SourceView): string {
   )
 }
 
-function HealthSection(props: { health: SourceHealth; sourceId: string }): JSX.Element {
+/** `logsHref`: the source's logs page (under the base path), which each entry's page is below. */
+function HealthSection(props: { health: SourceHealth; logsHref: string }): JSX.Element {
   const { health } = props
   return (
     <section aria-labelledby="health-title">
@@ -149,9 +156,9 @@ function HealthSection(props: { health: SourceHealth; sourceId: string }): JSX.E
         </ul>
       )}
       <h3>Recent problems</h3>
-      <ProblemList entries={health.recent_problems} sourceId={props.sourceId} />
+      <ProblemList entries={health.recent_problems} logsHref={props.logsHref} />
       <p>
-        <a href={`/app/sources/${props.sourceId}/logs`}>All delivery logs</a>
+        <a href={props.logsHref}>All delivery logs</a>
       </p>
     </section>
   )
@@ -188,13 +195,13 @@ function HourlyTable(props: { health: SourceHealth }): JSX.Element {
   )
 }
 
-export function ProblemList(props: { entries: LogEntry[]; sourceId: string }): JSX.Element {
+export function ProblemList(props: { entries: LogEntry[]; logsHref: string }): JSX.Element {
   if (props.entries.length === 0) return <p>None.</p>
   return (
     <ul>
       {props.entries.map((entry) => (
         <li>
-          <a href={`/app/sources/${props.sourceId}/logs/${entry.id}`} safe>
+          <a href={`${props.logsHref}/${entry.id}`} safe>
             {`${formatTime(entry.received_at)} — ${entry.outcome}${entry.reason ? ` (${entry.reason})` : ''}, HTTP ${entry.http_status}`}
           </a>
         </li>
@@ -203,12 +210,12 @@ export function ProblemList(props: { entries: LogEntry[]; sourceId: string }): J
   )
 }
 
-function SettingsForm(props: { source: SourceRecord; csrfToken: string }): JSX.Element {
-  const { source } = props
+function SettingsForm(props: { source: SourceRecord; csrfToken: string; basePath: string }): JSX.Element {
+  const { source, basePath } = props
   return (
     <section aria-labelledby="settings-title">
       <h2 id="settings-title">Settings</h2>
-      <form method="post" action={`/app/sources/${source.id}`} class="stack">
+      <form method="post" action={`${basePath}/app/sources/${source.id}`} class="stack">
         <CsrfField token={props.csrfToken} />
         <label for="name">Name</label>
         <input id="name" name="name" required maxlength="200" value={source.name} />

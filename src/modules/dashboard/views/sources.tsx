@@ -17,6 +17,7 @@ export interface SourcesView {
 }
 
 export function sourcesPage(view: SourcesView): string {
+  const { basePath } = view.session
   const withHealth = view.summaries.some((summary) => summary.health !== null)
   return documentOf(
     <Layout title="Sources" session={view.session} current="/app/sources">
@@ -24,7 +25,7 @@ export function sourcesPage(view: SourcesView): string {
       <Notice kind="error" message={view.error} />
       <Notice kind="success" message={view.deleted ? 'Source deleted.' : null} />
       {view.mayCreate ? (
-        <form method="post" action="/app/sources" class="inline">
+        <form method="post" action={`${basePath}/app/sources`} class="inline">
           <CsrfField token={view.session.csrfToken} />
           <label for="new-source-name">New source name</label>
           <input id="new-source-name" name="name" required maxlength="200" />
@@ -52,7 +53,7 @@ export function sourcesPage(view: SourcesView): string {
               {view.summaries.map(({ source, health }) => (
                 <tr>
                   <td>
-                    <a href={`/app/sources/${source.id}`} safe>
+                    <a href={`${basePath}/app/sources/${source.id}`} safe>
                       {source.name}
                     </a>
                   </td>
@@ -70,7 +71,7 @@ export function sourcesPage(view: SourcesView): string {
       )}
       {view.nextCursor ? (
         <p>
-          <a href={`/app/sources?cursor=${encodeURIComponent(view.nextCursor)}`}>Older sources</a>
+          <a href={`${basePath}/app/sources?cursor=${encodeURIComponent(view.nextCursor)}`}>Older sources</a>
         </p>
       ) : (
         ''

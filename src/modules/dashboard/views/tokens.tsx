@@ -14,6 +14,7 @@ export interface TokensView {
 
 export function tokensPage(view: TokensView): string {
   const { session } = view
+  const { basePath } = session
   return documentOf(
     <Layout title="Access tokens" session={session} current="/app/tokens">
       <h1>Personal access tokens</h1>
@@ -37,7 +38,7 @@ export function tokensPage(view: TokensView): string {
         ''
       )}
       {view.mayCreate ? (
-        <form method="post" action="/app/tokens" class="stack narrow">
+        <form method="post" action={`${basePath}/app/tokens`} class="stack narrow">
           <CsrfField token={session.csrfToken} />
           <label for="token-name">Name</label>
           <input id="token-name" name="name" required maxlength="100" />
@@ -92,7 +93,7 @@ export function tokensPage(view: TokensView): string {
                   <td safe>{formatTime(token.last_used_at)}</td>
                   <td>{token.expires_at ? formatTime(token.expires_at) : 'never'}</td>
                   <td>
-                    <form method="post" action={`/app/tokens/${token.token_id}/revoke`}>
+                    <form method="post" action={`${basePath}/app/tokens/${token.token_id}/revoke`}>
                       <CsrfField token={session.csrfToken} />
                       <button type="submit" aria-label={`Revoke ${token.name}`}>
                         Revoke
