@@ -89,7 +89,8 @@ describe.skipIf(!available)('DATABASE_URL forms against a server of its own', ()
     expect(((await lead.json()) as { status: string }).status).toBe('created')
   }
 
-  const accepted: Array<[string, () => string, { ssl: boolean; tcp: boolean }]> = [
+  /** A form, what every connection must be, and the variables set beside DATABASE_URL. */
+  const accepted: Array<[string, () => string, { ssl: boolean; tcp: boolean }, Record<string, string>?]> = [
     [
       'an IPv4 address, a password with every reserved character, no sslmode',
       () => url('127.0.0.1'),
@@ -136,12 +137,21 @@ describe.skipIf(!available)('DATABASE_URL forms against a server of its own', ()
       () => url('127.0.0.1', 'options=-c%20work_mem%3D8MB&connect_timeout=10'),
       { ssl: false, tcp: true },
     ],
+    [
+      // A secret store's usual split (Kubernetes): the password in PGPASSWORD, the URL without one.
+      'no password in the URL, PGPASSWORD set (libpq’s fallback)',
+      () => `postgres://postgres@127.0.0.1:${cluster.port}/${DATABASE}`,
+      { ssl: false, tcp: true },
+      { PGPASSWORD: PASSWORD },
+    ],
   ]
 
   test.each(accepted)(
     '%s: starts, signs up, stores a lead, every connection as asked',
-    async (_, form, expected) => {
-      const replica = await spawnReplica({ env: { DATABASE_URL: form(), DATABASE_POOL_SIZE: '4' } })
+    async (_, form, expected, variables = {}) => {
+      const replica = await spawnReplica({
+        env: { DATABASE_URL: form(), DATABASE_POOL_SIZE: '4', ...variables },
+      })
       try {
         await serves(replica)
         const connections = await connectionsOf()
@@ -176,6 +186,11 @@ describe.skipIf(!available)('DATABASE_URL forms against a server of its own', ()
       'a wrong password',
       () => `postgres://postgres:not-${ENCODED}@127.0.0.1:${cluster.port}/${DATABASE}`,
       /password authentication failed/,
+    ],
+    [
+      'no password in the URL nor in PGPASSWORD',
+      () => `postgres://postgres@127.0.0.1:${cluster.port}/${DATABASE}`,
+      /password/i,
     ],
     [
       'several hosts',
