@@ -86,6 +86,15 @@ describe(`PUBLIC_BASE_URL with a path (${BASE_PATH})`, () => {
     expect((await visitor.get('/app/leads')).headers.get('location')).toBe(
       `${BASE_PATH}/app/sign-in?next=${encodeURIComponent('/app/leads')}`,
     )
+    // A form posted after the session ended goes back to its page, read from the public Referer.
+    const expired = await visitor.send('POST', '/app/tokens', {
+      form: { _csrf: 'of-the-expired-session', name: 'ci' },
+      headers: { origin: 'https://tools.example.com', referer: `${PUBLIC_BASE_URL}/app/tokens?x=1` },
+    })
+    expect({ status: expired.status, location: expired.headers.get('location') }).toEqual({
+      status: 303,
+      location: `${BASE_PATH}/app/sign-in?next=${encodeURIComponent('/app/tokens?x=1')}`,
+    })
     const signUpPage = await visitor.get('/app/sign-up')
     expect(signUpPage.status).toBe(200)
     expect(await urlsHandedOut('sign-up page', signUpPage)).toBeGreaterThanOrEqual(6)

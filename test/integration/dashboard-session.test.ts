@@ -4,6 +4,7 @@ import { leads, users, webhookSources } from '../../src/db/schema'
 import { FakeClock } from '../../src/lib/clock'
 import { SESSION_COOKIE, SESSION_IDLE_MS } from '../../src/modules/auth/credentials'
 import { csrfTokenIn, DashboardClient, SITE } from '../helpers/dashboard'
+import { organizationWithData, PAGES } from '../helpers/dashboard-pages'
 import { createLead, createSession, createSignedInUser, createSource, createUser } from '../helpers/factories'
 import { makeTestApp, request, testDatabase } from '../helpers/test-app'
 
@@ -432,5 +433,105 @@ describe('CSRF', () => {
       request('GET', '/app/sources', { headers: { cookie: `${SESSION_COOKIE}=${token}` } }),
     )
     expect(page.status).toBe(200)
+  })
+})
+
+describe('signing in again comes back to a page', () => {
+  /**
+   * The class: every page and action of the dashboard, asked for without a session (expired, or
+   * signed out in another tab). The sign-in must then land on a page that answers 200: a GET's own
+   * page with its query (a filtered list, a search), a form's POST on the page the form was on
+   * (Referer): the POST's path is no page (it was a 404 after the sign-in), and resending it would
+   * act without the user seeing the form again.
+   */
+  test('every route: a GET back to itself with its query, a POST back to the page its form was on', async () => {
+    const clock = new FakeClock(Date.UTC(2026, 0, 1, 12))
+    const { app, ctx } = await makeTestApp({ clock })
+    const data = await organizationWithData(ctx, app, clock)
+    const formPage = `/app/sources/${data.source.id}/logs?outcome=error`
+    const cases = [
+      ...PAGES.filter((page) => !page.redirectsTo).map((page) => {
+        const path = page.path(data)
+        // A form as the browser sends it: its fields and the token of the page it was on.
+        const form =
+          page.method === 'POST' ? { _csrf: 'of-the-expired-session', ...page.form?.(data) } : undefined
+        return {
+          label: `${page.method} ${path}`,
+          method: page.method,
+          path,
+          form,
+          back: page.method === 'GET' ? path : formPage,
+        }
+      }),
+      {
+        label: 'a search',
+        method: 'GET',
+        path: '/app/leads?q=lead-1',
+        form: undefined,
+        back: '/app/leads?q=lead-1',
+      },
+      { label: 'a filtered log', method: 'GET', path: formPage, form: undefined, back: formPage },
+    ]
+    for (const { label, method, path, form, back } of cases) {
+      // A minute apart: the sign-ins stay within the login bucket's 10 a minute.
+      clock.advance(61_000)
+      const headers: Record<string, string> = form
+        ? { origin: SITE, referer: `${SITE}${formPage}`, 'content-type': 'application/x-www-form-urlencoded' }
+        : {}
+      const body = form && new URLSearchParams(form).toString()
+      const refused = await app.handle(new Request(`${SITE}${path}`, { method, headers, body }))
+      const location = refused.headers.get('location') ?? ''
+      expect({ label, status: refused.status }).toEqual({ label, status: 303 })
+      // The sign-in page's own form carries `next`; a browser posts it back with the credentials.
+      const client = new DashboardClient(app)
+      const signInPage = await client.get(location)
+      const html = await signInPage.text()
+      const next = /name="next" value="([^"]*)"/.exec(html)?.[1]?.replaceAll('&amp;', '&')
+      expect({ label, next }).toEqual({ label, next: back })
+      const signedIn = await client.send('POST', '/app/sign-in', {
+        form: { _csrf: csrfTokenIn(html), email: data.user.email, password: PASSWORD, next: next! },
+        headers: { origin: SITE },
+      })
+      const landing = signedIn.headers.get('location')!
+      expect({ label, status: signedIn.status, landing }).toEqual({ label, status: 303, landing: back })
+      const page = await client.get(landing)
+      expect({ label, landing, status: page.status }).toEqual({ label, landing, status: 200 })
+    }
+    expect(cases.filter((entry) => entry.method === 'POST').length).toBeGreaterThan(7)
+  })
+
+  test('a POST without a Referer of this dashboard goes back to the dashboard’s home', async () => {
+    const { app, ctx } = await makeTestApp()
+    const owner = await createSignedInUser(ctx)
+    for (const referer of [
+      undefined,
+      'https://elsewhere.example/app/tokens',
+      `${SITE}/api/v2/leads`,
+      'not a url',
+    ]) {
+      const headers: Record<string, string> = { origin: SITE, ...(referer ? { referer } : {}) }
+      const response = await app.handle(
+        new Request(`${SITE}/app/tokens`, {
+          method: 'POST',
+          headers: { ...headers, 'content-type': 'application/x-www-form-urlencoded' },
+          body: '_csrf=of-the-expired-session&name=ci',
+        }),
+      )
+      expect({ referer, status: response.status, location: response.headers.get('location') }).toEqual({
+        referer,
+        status: 303,
+        location: '/app/sign-in',
+      })
+    }
+    expect(owner.user.id).toBeString()
+  })
+
+  test('a query too long to carry is dropped, the path kept', async () => {
+    const { app } = await makeTestApp()
+    // Each parameter within its limit, together longer than a `next` may be (500 characters).
+    const response = await app.handle(
+      request('GET', `/app/leads?q=${'a'.repeat(320)}&cursor=${'c'.repeat(190)}`),
+    )
+    expect(response.headers.get('location')).toBe(`/app/sign-in?next=${encodeURIComponent('/app/leads')}`)
   })
 })

@@ -127,6 +127,32 @@ export function signInLocation(path: string): string {
   return path === DASHBOARD_PATH ? SIGN_IN_PATH : `${SIGN_IN_PATH}?next=${encodeURIComponent(path)}`
 }
 
+/** The longest `next` the sign-in's query and form take (SignInQuery, SignInForm). */
+const MAX_NEXT_CHARS = 500
+
+/**
+ * Where a sign-in goes back to for a request that found no session (it expired, or was signed out in
+ * another tab): a GET's own page with its query (a search, a filtered log), or its path alone when
+ * the two would not fit in `next`; a form's POST, the page the form was on (its Referer, when that
+ * is a page of this dashboard), else the dashboard's home. Not the POST's own path: that is no page,
+ * and the sign-in would end on a 404 with the user's input lost.
+ */
+export function returnPathOf(config: AppContext['config'], request: Request, path: string): string {
+  if (SAFE_METHODS.has(request.method)) {
+    const withQuery = `${path}${new URL(request.url).search}`
+    return withQuery.length <= MAX_NEXT_CHARS ? withQuery : path
+  }
+  const referer = request.headers.get('referer')
+  if (!referer || !URL.canParse(referer)) return DASHBOARD_PATH
+  const page = new URL(referer)
+  const ownOrigins = [new URL(config.publicBaseUrl).origin, new URL(request.url).origin]
+  if (!ownOrigins.includes(page.origin) || !page.pathname.startsWith(`${config.publicBasePath}/`)) {
+    return DASHBOARD_PATH
+  }
+  const candidate = `${page.pathname.slice(config.publicBasePath.length)}${page.search}`
+  return candidate.length <= MAX_NEXT_CHARS ? safeNext(candidate) : DASHBOARD_PATH
+}
+
 /** A `next` a sign-in may go back to: a dashboard path, never another site. */
 export function safeNext(next: string | undefined): string {
   return next && /^\/app(\/[A-Za-z0-9/_.-]*)?(\?[^\\]*)?$/.test(next) && !next.includes('..')
@@ -156,7 +182,10 @@ export function dashboardSessionPlugin(ctx: AppContext, resolver: CredentialReso
         set.headers['cache-control'] = 'no-store'
         if (!authentication.ok) {
           if (authentication.tokenSent) set.headers['set-cookie'] = clearedSessionCookie(ctx.config)
-          set.headers.location = browserPath(ctx.config, signInLocation(path))
+          set.headers.location = browserPath(
+            ctx.config,
+            signInLocation(returnPathOf(ctx.config, request, path)),
+          )
           return status(303, '')
         }
         const token = cookieValue(request, SESSION_COOKIE)!
