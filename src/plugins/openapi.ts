@@ -49,7 +49,7 @@ const DOCUMENT_INFO = {
  * `webhooks`: the outbound event payloads, published as OpenAPI 3.1 `webhooks` when given.
  */
 export function openapiPlugin(
-  config: Pick<Config, 'publicBaseUrl'>,
+  config: Pick<Config, 'publicBaseUrl' | 'publicBasePath'>,
   options: { webhooks?: Record<string, unknown> } = {},
 ) {
   const plugin = new Elysia({ name: 'openapi', seed: config.publicBaseUrl })
@@ -74,7 +74,7 @@ export function openapiPlugin(
     )
     .get(
       '/swagger',
-      () => new Response(swaggerPage(), { headers: { 'content-type': 'text/html; charset=utf-8' } }),
+      () => new Response(swaggerPage(config.publicBasePath), { headers: { 'content-type': 'text/html; charset=utf-8' } }),
       hidden,
     )
     .get(
@@ -97,22 +97,26 @@ function mergeComponents(generated: ReturnType<typeof toOpenAPISchema>) {
   }
 }
 
-/** Relative URLs, so the page works behind any prefix or host the operator gives it. */
-function swaggerPage(): string {
+/**
+ * Its URLs start with PUBLIC_BASE_URL's path (`basePath`, '' at the root). Not relative ones: the
+ * page is also served at `/swagger/` (a trailing slash is the same route), where `swagger/assets/…`
+ * resolved to `/swagger/swagger/assets/…`, a 404 and a blank page.
+ */
+function swaggerPage(basePath: string): string {
   return `<!doctype html>
 <html lang="en">
 <head>
   <meta charset="utf-8" />
   <meta name="viewport" content="width=device-width, initial-scale=1" />
   <title>${DOCUMENT_INFO.title}</title>
-  <link rel="stylesheet" href="swagger/assets/swagger-ui.css" />
+  <link rel="stylesheet" href="${basePath}/swagger/assets/swagger-ui.css" />
 </head>
 <body>
   <div id="swagger-ui"></div>
-  <script src="swagger/assets/swagger-ui-bundle.js"></script>
+  <script src="${basePath}/swagger/assets/swagger-ui-bundle.js"></script>
   <script>
     // validatorUrl: null, or the page asks validator.swagger.io for a badge.
-    window.ui = SwaggerUIBundle({ url: 'swagger/json', dom_id: '#swagger-ui', deepLinking: true, validatorUrl: null })
+    window.ui = SwaggerUIBundle({ url: ${JSON.stringify(`${basePath}/swagger/json`)}, dom_id: '#swagger-ui', deepLinking: true, validatorUrl: null })
   </script>
 </body>
 </html>`

@@ -2,12 +2,16 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { mkdirSync } from 'node:fs'
 import { readFile } from 'node:fs/promises'
 import { type Browser, chromium, type Page } from 'playwright-core'
-import { createApp } from '../../src/app'
-import type { AppContext } from '../../src/context'
 import { csvRecords } from '../helpers/csv'
-import { makeTestContext } from '../helpers/test-app'
-import { cleanupAll, freePort, haproxyAvailable, startHaproxy } from '../reliability/support'
-import { CHROMIUM, CHROMIUM_ARGS, SETUP_TIMEOUT_MS, TIMEOUT_MS } from './support'
+import {
+  CHROMIUM,
+  CHROMIUM_ARGS,
+  SETUP_TIMEOUT_MS,
+  type ServedService,
+  serveAtRoot,
+  serveUnderPath,
+  TIMEOUT_MS,
+} from './support'
 
 /**
  * The dashboard in a real browser (issue [8]): the whole journey a new user takes, a cross-site
@@ -28,72 +32,18 @@ const axeFindings: Array<{ page: string; id: string; impact: string; nodes: numb
 // The path HAProxy serves the second service under, stripping it before the service sees a request.
 const PROXY_PREFIX = '/crm/leads'
 
-if (!haproxyAvailable()) {
-  // CI installs it (.ci/run); the journey behind a proxy must fail loudly, never skip.
-  throw new Error('the browser tests need HAProxy: apt-get install haproxy')
-}
-
-/** A service on `port` (a free one unless given) whose PUBLIC_BASE_URL is `publicBaseUrl(port)`. */
-async function startService(publicBaseUrl: (port: number) => string, port = freePort()) {
-  const ctx: AppContext = await makeTestContext({ env: { PUBLIC_BASE_URL: publicBaseUrl(port) } })
-  const server = createApp(ctx).listen({ port, hostname: '127.0.0.1' })
-  return {
-    port,
-    stop: async () => {
-      await server.server?.stop(true)
-      await ctx.close()
-    },
-  }
-}
-
 beforeAll(async () => {
   mkdirSync(ARTIFACTS, { recursive: true })
-  const atRoot = await startService((port) => `http://127.0.0.1:${port}`)
-  base = `http://127.0.0.1:${atRoot.port}`
-  direct = { name: 'root', origin: base, prefix: '', url: base }
-  // HAProxy's port must be known before the service behind it starts: the service's PUBLIC_BASE_URL
-  // names the proxy. A path outside the prefix is HAProxy's own 404, as on a shared host.
-  const backendPort = freePort()
-  const haproxy = await startHaproxy(
-    (port, statsPort) => `
-global
-  maxconn 200
-
-defaults
-  mode http
-  timeout connect 2s
-  timeout client 30s
-  timeout server 30s
-
-frontend site
-  bind 127.0.0.1:${port}
-  acl dashboard path_beg ${PROXY_PREFIX}/
-  http-request return status 404 content-type text/plain string "not under ${PROXY_PREFIX}" unless dashboard
-  http-request replace-path ${PROXY_PREFIX}(/.*) \\1
-  default_backend service
-
-backend service
-  server s0 127.0.0.1:${backendPort}
-
-listen stats
-  bind 127.0.0.1:${statsPort}
-  stats enable
-  stats uri /stats
-`,
-  )
-  const behindProxy = await startService(() => `${haproxy.url}${PROXY_PREFIX}`, backendPort)
-  proxied = {
-    name: 'proxied',
-    origin: haproxy.url,
-    prefix: PROXY_PREFIX,
-    url: `${haproxy.url}${PROXY_PREFIX}`,
-  }
+  const atRoot = await serveAtRoot()
+  const underPath = await serveUnderPath(PROXY_PREFIX)
+  base = atRoot.url
+  direct = { name: 'root', ...atRoot }
+  proxied = { name: 'proxied', ...underPath }
   browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS })
   stopServers = async () => {
     await browser.close()
     await atRoot.stop()
-    await behindProxy.stop()
-    await cleanupAll()
+    await underPath.stop()
   }
 }, SETUP_TIMEOUT_MS)
 
@@ -142,15 +92,8 @@ async function postLead(url: string, body: string) {
   return fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body })
 }
 
-/** Where the browser finds the dashboard: an origin and the path a proxy serves it under. */
-interface Site {
-  name: string
-  origin: string
-  /** PUBLIC_BASE_URL's path ('' at the root). */
-  prefix: string
-  /** origin + prefix: PUBLIC_BASE_URL. */
-  url: string
-}
+/** Where the browser finds the dashboard (its test name: the screenshots' prefix). */
+type Site = ServedService & { name: string }
 
 /**
  * sign-up → source → copy URL → leads and chart → logs and a failed body → new key → CSV → edit and delete a lead → delete a source → PAT → members (role, removal) → viewer

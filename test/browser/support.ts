@@ -5,6 +5,7 @@ import type { AppContext } from '../../src/context'
 import type { Lead } from '../../src/modules/leads/model'
 import { createPat, createSignedInUser } from '../helpers/factories'
 import { makeTestContext } from '../helpers/test-app'
+import { freePort, haproxyAvailable, startHaproxy } from '../reliability/support'
 
 /**
  * Shared harness of the browser tests: the real HTTP server, a second server on another port for
@@ -173,3 +174,88 @@ export async function eventually<T>(
 }
 
 export { forbiddenIn } from '../helpers/forbidden'
+
+/** A service started for a browser test: its address as the browser reaches it. */
+export interface ServedService {
+  ctx: AppContext
+  /** The origin the browser talks to: the service's own, or HAProxy's in front of it. */
+  origin: string
+  /** PUBLIC_BASE_URL's path ('' at the root). */
+  prefix: string
+  /** origin + prefix: PUBLIC_BASE_URL. */
+  url: string
+  stop(): Promise<void>
+}
+
+/** A service on a loopback port of its own, served at its root (PUBLIC_BASE_URL is its own address). */
+export async function serveAtRoot(): Promise<ServedService> {
+  const port = freePort()
+  const origin = `http://127.0.0.1:${port}`
+  const ctx = await makeTestContext({ env: { PUBLIC_BASE_URL: origin } })
+  const server = createApp(ctx).listen({ port, hostname: '127.0.0.1' })
+  return {
+    ctx,
+    origin,
+    prefix: '',
+    url: origin,
+    stop: async () => {
+      await server.server?.stop(true)
+      await ctx.close()
+    },
+  }
+}
+
+/**
+ * A service behind HAProxy under `prefix` of a shared host: HAProxy strips the prefix, the service's
+ * PUBLIC_BASE_URL is HAProxy's address with it, and any path outside the prefix is HAProxy's own 404
+ * (docs/operations.md, "Under a path of a shared host"). HAProxy is stopped by `stop`.
+ */
+export async function serveUnderPath(prefix: string): Promise<ServedService> {
+  if (!haproxyAvailable()) {
+    // CI installs it (.ci/run); a test behind a proxy must fail loudly, never skip.
+    throw new Error('this browser test needs HAProxy: apt-get install haproxy')
+  }
+  // HAProxy's port must be known before the service behind it starts: its PUBLIC_BASE_URL names it.
+  const backendPort = freePort()
+  const haproxy = await startHaproxy(
+    (port, statsPort) => `
+global
+  maxconn 200
+
+defaults
+  mode http
+  timeout connect 2s
+  timeout client 30s
+  timeout server 30s
+
+frontend site
+  bind 127.0.0.1:${port}
+  acl service path_beg ${prefix}/
+  http-request return status 404 content-type text/plain string "not under ${prefix}" unless service
+  http-request replace-path ${prefix}(/.*) \\1
+  default_backend service
+
+backend service
+  server s0 127.0.0.1:${backendPort}
+
+listen stats
+  bind 127.0.0.1:${statsPort}
+  stats enable
+  stats uri /stats
+`,
+  )
+  const url = `${haproxy.url}${prefix}`
+  const ctx = await makeTestContext({ env: { PUBLIC_BASE_URL: url } })
+  const server = createApp(ctx).listen({ port: backendPort, hostname: '127.0.0.1' })
+  return {
+    ctx,
+    origin: haproxy.url,
+    prefix,
+    url,
+    stop: async () => {
+      await server.server?.stop(true)
+      await ctx.close()
+      await haproxy.stop()
+    },
+  }
+}

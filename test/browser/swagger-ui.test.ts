@@ -4,7 +4,14 @@ import { createApp } from '../../src/app'
 import type { AppContext } from '../../src/context'
 import { createSignedInUser, createSource } from '../helpers/factories'
 import { makeTestContext } from '../helpers/test-app'
-import { CHROMIUM, CHROMIUM_ARGS, SETUP_TIMEOUT_MS, TIMEOUT_MS } from './support'
+import {
+  CHROMIUM,
+  CHROMIUM_ARGS,
+  SETUP_TIMEOUT_MS,
+  type ServedService,
+  serveUnderPath,
+  TIMEOUT_MS,
+} from './support'
 
 /**
  * /swagger as a developer in a private network sees it: every request that does not go to the
@@ -88,6 +95,57 @@ describe('Swagger UI at /swagger, offline', () => {
         .textContent()
       expect(JSON.parse(body ?? '{}')).toMatchObject({ status: 'created', success: true })
       expect(aborted).toEqual([])
+    },
+    TIMEOUT_MS * 2,
+  )
+})
+
+describe('Swagger UI at every address it is reached by', () => {
+  let underPath: ServedService
+  beforeAll(async () => {
+    underPath = await serveUnderPath('/crm/leads')
+  }, SETUP_TIMEOUT_MS)
+  afterAll(() => underPath.stop())
+
+  /**
+   * The class: the page itself, with and without a trailing slash (the service answers both with
+   * the same page), at the root and behind HAProxy under a path. Every asset and the document must
+   * load from the service, so the operations are listed.
+   */
+  test(
+    '/swagger and /swagger/, at the root and under a proxy’s path: the operations are listed, nothing fails to load',
+    async () => {
+      const entries = [
+        `${apiBase}/swagger`,
+        `${apiBase}/swagger/`,
+        `${underPath.url}/swagger`,
+        `${underPath.url}/swagger/`,
+      ]
+      const results: Array<{ entry: string; operations: number; failed: string[] }> = []
+      for (const entry of entries) {
+        const context = await browser.newContext()
+        const page = await context.newPage()
+        const failed: string[] = []
+        page.on('response', (response) => {
+          if (response.status() >= 400) failed.push(`${response.status()} ${new URL(response.url()).pathname}`)
+        })
+        page.on('requestfailed', (request) => failed.push(`failed ${request.url()}`))
+        await page.goto(entry)
+        await page
+          .locator('.opblock')
+          .first()
+          .waitFor({ timeout: 10_000 })
+          .catch(() => {})
+        results.push({
+          entry,
+          operations: await page.locator('.opblock').count(),
+          failed: failed.filter((load) => !load.endsWith('/favicon.ico')),
+        })
+        await context.close()
+      }
+      const operations = results[0]!.operations
+      expect(operations).toBeGreaterThan(30)
+      expect(results).toEqual(entries.map((entry) => ({ entry, operations, failed: [] })))
     },
     TIMEOUT_MS * 2,
   )
