@@ -74,7 +74,10 @@ export function openapiPlugin(
     )
     .get(
       '/swagger',
-      () => new Response(swaggerPage(config.publicBasePath), { headers: { 'content-type': 'text/html; charset=utf-8' } }),
+      () =>
+        new Response(swaggerPage(config.publicBasePath), {
+          headers: { 'content-type': 'text/html; charset=utf-8' },
+        }),
       hidden,
     )
     .get(

@@ -127,7 +127,8 @@ describe('Swagger UI at every address it is reached by', () => {
         const page = await context.newPage()
         const failed: string[] = []
         page.on('response', (response) => {
-          if (response.status() >= 400) failed.push(`${response.status()} ${new URL(response.url()).pathname}`)
+          if (response.status() >= 400)
+            failed.push(`${response.status()} ${new URL(response.url()).pathname}`)
         })
         page.on('requestfailed', (request) => failed.push(`failed ${request.url()}`))
         await page.goto(entry)
