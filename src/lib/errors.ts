@@ -186,16 +186,32 @@ const MAX_STATEMENT_CHARS = 500
 export const READ_ONLY_TRANSACTION = '25006'
 
 /**
+ * SQLSTATEs of a transaction the server rolled back because of another one: a serialization failure
+ * (40001) or a deadlock (40P01). Nothing of it was written, and the same request sent again succeeds
+ * once the other transaction is done: PostgreSQL's documentation asks clients to retry them.
+ */
+const TRANSACTION_CONFLICTS = new Set(['40001', '40P01'])
+
+/** SQLSTATE query_canceled: `statement_timeout` (a role's or DATABASE_URL's `options`) or an operator's cancel. */
+export const QUERY_CANCELED = '57014'
+
+/** Whether a SQLSTATE is a transaction rolled back for another one's sake (TRANSACTION_CONFLICTS). */
+export function isTransactionConflict(code: string): boolean {
+  return TRANSACTION_CONFLICTS.has(code)
+}
+
+/**
  * Whether a SQLSTATE (or a driver's connection code) means the server cannot serve now, where the
  * same request may succeed later: a connection exception (class 08), a lack of resources (class
  * 53: disk full, out of memory, too many connections, a configured limit), an operator's
  * intervention (class 57: a shutdown, a crash of another backend, starting up, an idle session
- * ended), a lock held elsewhere past DATABASE_LOCK_TIMEOUT_MS (55P03), a server that takes no
- * writes (25006), the server's own system or I/O error (class 58), a TLS handshake refused (a
- * certificate the URL's authority did not sign, or for another name). Not a deadlock or a
- * serialization failure (class 40): the group commit writes such a group's leads one by one
- * (src/modules/inbound/group-commit.ts), and elsewhere they are answered 500. Not class 57's
- * 57014 (a statement cancelled, which the service never asks for) or 57P04 (the database dropped).
+ * ended, a statement cancelled by `statement_timeout` or by hand), a lock held elsewhere past
+ * DATABASE_LOCK_TIMEOUT_MS (55P03), a server that takes no writes (25006), the server's own system
+ * or I/O error (class 58), a TLS handshake refused (a certificate the URL's authority did not sign,
+ * or for another name), a deadlock or serialization failure (the transaction was rolled back for
+ * another's sake: the group commit writes such a group's leads one by one first,
+ * src/modules/inbound/group-commit.ts). Not 57P04 (the database dropped) nor class 40's 40002 (a
+ * deferred constraint), which the same request meets again.
  */
 export function serverCannotServeNow(code: string): boolean {
   return (
@@ -205,8 +221,10 @@ export function serverCannotServeNow(code: string): boolean {
     code.startsWith('53') ||
     code.startsWith('58') ||
     /^57P0[1235]$/.test(code) ||
+    code === QUERY_CANCELED ||
     code === LOCK_NOT_AVAILABLE ||
-    code === READ_ONLY_TRANSACTION
+    code === READ_ONLY_TRANSACTION ||
+    isTransactionConflict(code)
   )
 }
 

@@ -6,6 +6,7 @@ import {
   describeError,
   errors,
   LOCK_NOT_AVAILABLE,
+  QUERY_CANCELED,
   READ_ONLY_TRANSACTION,
 } from '../lib/errors'
 import type { RequestRegistry } from '../lib/http'
@@ -67,11 +68,20 @@ function isClientGone(error: unknown, code: string | number | undefined): boolea
  * and so is the replica, and taking every replica out of the load balancer would also stop what
  * still works. A lock held elsewhere (a migration, an operator) past DATABASE_LOCK_TIMEOUT_MS; a
  * server that takes no writes (a standby, a failover's old primary come back as one), whose reads
- * still work and which an operator must look at.
+ * still work and which an operator must look at; a transaction rolled back for another's sake (a
+ * serialization failure, or a deadlock: a lock-order defect worth a report, so an error line),
+ * which the same request sent again gets past; a statement cancelled by `statement_timeout` (a
+ * role's or DATABASE_URL's `options`) or by an operator.
  */
 const DATABASE_UP_REFUSALS: Record<string, { level: 'warn' | 'error'; message: string }> = {
   [LOCK_NOT_AVAILABLE]: { level: 'warn', message: 'database lock wait timed out' },
   [READ_ONLY_TRANSACTION]: { level: 'error', message: 'database takes no writes (read-only)' },
+  '40001': { level: 'warn', message: 'transaction rolled back for a concurrent one (serialization failure)' },
+  '40P01': { level: 'error', message: 'transaction rolled back: deadlock with another one' },
+  [QUERY_CANCELED]: {
+    level: 'warn',
+    message: 'database statement cancelled (statement_timeout or an operator)',
+  },
 }
 
 /**

@@ -68,14 +68,18 @@ describe('describeDatabaseError', () => {
     ['UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'unable to verify the first certificate'],
     ['SELF_SIGNED_CERT_IN_CHAIN', 'self signed certificate in certificate chain'],
     ['CERT_HAS_EXPIRED', 'certificate has expired'],
+    // rolled back for another transaction's sake: sent again, the request succeeds (a group of the
+    // group commit is first written lead by lead, test/unit/group-commit-failures.test.ts)
+    ['40001', 'could not serialize access due to concurrent update'],
+    ['40P01', 'deadlock detected'],
+    // statement_timeout (a role's, or DATABASE_URL's options) or an operator's cancel
+    ['57014', 'canceling statement due to statement timeout'],
   ]
   const serviceable: Array<[string, string]> = [
     ['23505', 'duplicate key value violates unique constraint "leads_email_key"'],
     ['42P01', 'relation "nothing" does not exist'],
-    // class 40: the group commit writes such a group's leads one by one instead
-    ['40001', 'could not serialize access due to concurrent update'],
-    ['40P01', 'deadlock detected'],
-    ['57014', 'canceling statement due to user request'],
+    // a deferred constraint: the same transaction fails the same way again
+    ['40002', 'insert or update on table "leads" violates foreign key constraint'],
     ['57P04', 'database dropped'],
     ['22P02', 'invalid input syntax for type integer'],
   ]
@@ -132,6 +136,66 @@ describe('the errors plugin uses it', () => {
     })
     expect(JSON.stringify(lines)).not.toContain(marker)
   })
+
+  /**
+   * The database is up and so is the replica: 503 + Retry-After (the same request succeeds later),
+   * one log line at the level given, and /readyz stays 200 (taking replicas out of the balancer
+   * would stop what still works). Before, the first three were 500 with an "unhandled error" line.
+   */
+  const refusedWhileUp: Array<[string, string, 'warn' | 'error', string]> = [
+    [
+      '40001',
+      'could not serialize access due to concurrent update',
+      'warn',
+      'transaction rolled back for a concurrent one (serialization failure)',
+    ],
+    ['40P01', 'deadlock detected', 'error', 'transaction rolled back: deadlock with another one'],
+    [
+      '57014',
+      'canceling statement due to statement timeout',
+      'warn',
+      'database statement cancelled (statement_timeout or an operator)',
+    ],
+    ['55P03', 'canceling statement due to lock timeout', 'warn', 'database lock wait timed out'],
+    [
+      '25006',
+      'cannot execute INSERT in a read-only transaction',
+      'error',
+      'database takes no writes (read-only)',
+    ],
+  ]
+  for (const [code, message, level, line] of refusedWhileUp) {
+    test(`${code} (${message}): 503 + Retry-After, "${line}" at ${level}, the replica stays ready`, async () => {
+      const ctx = await makeTestContext()
+      const registry = new RequestRegistry(ctx.config.trustProxy)
+      const app = new Elysia()
+        .use(requestContextPlugin(ctx, registry))
+        .use(errorsPlugin(ctx, registry))
+        .use(healthModule(ctx))
+        .post('/refused', () => {
+          throw new DrizzleQueryError(
+            'update members set role = $1',
+            ['owner'],
+            Object.assign(new Error(message), { code }),
+          )
+        })
+      const response = await app.handle(request('POST', '/refused'))
+      expect(response.status).toBe(503)
+      expect(response.headers.get('retry-after')).toBe('5')
+      expect(await response.json()).toMatchObject({
+        error: 'service_unavailable',
+        request_id: expect.any(String),
+      })
+      expect((await app.handle(request('GET', '/readyz'))).status).toBe(200)
+      const lines = loggedLines(ctx).filter((entry) => entry.level === 'error' || entry.level === 'warn')
+      expect(lines).toHaveLength(1)
+      expect(lines[0]).toMatchObject({
+        level,
+        msg: line,
+        error: { sqlstate: code, message, statement: 'update members set role = $1' },
+      })
+    })
+  }
 
   test('"server cannot serve now" (53300 in Drizzle\'s wrapper) is 503 + Retry-After and /readyz 503 for a while', async () => {
     const ctx = await makeTestContext()

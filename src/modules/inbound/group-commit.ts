@@ -1,5 +1,5 @@
 import type { AppContext } from '../../context'
-import { isDatabaseUnavailable } from '../../lib/errors'
+import { describeDatabaseError, isTransactionConflict } from '../../lib/errors'
 import { STALL_LOG_MS } from '../../lib/stall-probe'
 import { withTimeout } from '../../lib/timeout'
 import type { RequestFacts } from '../delivery-logs/log-writer'
@@ -255,13 +255,15 @@ export class GroupCommitWriter {
       )
       if (this.slowStatementMs !== null) this.noteSlowGroup(group, sentAt, this.slowStatementMs)
     } catch (error) {
-      if (group.length === 1 || isDatabaseUnavailable(error)) {
+      const failure = describeDatabaseError(error)
+      const conflict = failure?.sqlstate !== undefined && isTransactionConflict(failure.sqlstate)
+      if (group.length === 1 || (failure?.unavailable && !conflict)) {
         for (const waiting of group) waiting.reject(error)
         return
       }
       // A deadlock with another group (two leads updated in crossing order), or one item the
       // database refused: nothing of the group was committed, so each lead is written on its own and
-      // fails, if at all, alone.
+      // fails, if at all, alone (a lone lead's deadlock is answered 503: sent again, it succeeds).
       this.ctx.logger.warn('group write failed; writing its leads one by one', { error, size: group.length })
       await Promise.all(group.map((waiting) => this.write([waiting])))
       return
