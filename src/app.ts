@@ -75,7 +75,7 @@ export function createApp(ctx: AppContext, options: { services?: Services; track
       return app.fetch(target)
     })
     .use(requestContextPlugin(ctx, registry))
-    .use(errorsPlugin(ctx, registry, { errorPage: dashboardErrorPage }))
+    .use(errorsPlugin(ctx, registry, { errorPage: dashboardErrorPage, routes }))
     .use(
       rateLimitPlugin(ctx, {
         registry,

@@ -52,6 +52,11 @@ export const ERROR_CODES = {
   source_not_found: { status: 404, where: 'management', example: 'source not found' },
   log_not_found: { status: 404, where: 'management', example: 'delivery-log entry not found' },
   webhook_not_found: { status: 404, where: 'inbound', example: 'unknown webhook URL' },
+  method_not_allowed: {
+    status: 405,
+    where: 'any',
+    example: 'PUT is not allowed here; allowed: DELETE, GET, HEAD, OPTIONS, PATCH',
+  },
   email_taken: {
     status: 409,
     where: 'management',
@@ -134,6 +139,9 @@ export const errors = {
       },
     ),
   notFound: (what: string) => new AppError('not_found', `${what} not found`),
+  /** `allow`: the methods the path serves, as the Allow header lists them. */
+  methodNotAllowed: (method: string, allow: string) =>
+    new AppError('method_not_allowed', `${method} is not allowed here; allowed: ${allow}`, {}, { allow }),
   serviceUnavailable: (message = 'the service is temporarily unavailable, retry shortly', retryAfter = 5) =>
     new AppError('service_unavailable', message, {}, { 'retry-after': String(retryAfter) }),
 }

@@ -9,7 +9,7 @@ import {
   QUERY_CANCELED,
   READ_ONLY_TRANSACTION,
 } from '../lib/errors'
-import type { RequestRegistry } from '../lib/http'
+import { type RequestRegistry, requestPath } from '../lib/http'
 import { describeValidationIssues, type ValidationIssue } from '../lib/validation-messages'
 
 interface ValidationLike {
@@ -31,7 +31,7 @@ export type ErrorPageRenderer = (request: Request, status: number, message: stri
 export function errorsPlugin(
   ctx: AppContext,
   registry: RequestRegistry,
-  options: { errorPage?: ErrorPageRenderer } = {},
+  options: { errorPage?: ErrorPageRenderer; routes?: RouteShapes } = {},
 ) {
   return new Elysia({ name: 'errors' }).onError({ as: 'global' }, ({ code, error, request, set }) => {
     const response = errorResponse(ctx, registry, {
@@ -40,6 +40,7 @@ export function errorsPlugin(
       request,
       headers: set.headers,
       errorPage: options.errorPage,
+      routes: options.routes,
     })
     set.status = response.status
     return response
@@ -61,6 +62,19 @@ function isClientGone(error: unknown, code: string | number | undefined): boolea
     current = (current as { cause?: unknown }).cause
   }
   return false
+}
+
+/** `headers`, and those set for the response so far (rate limit, CORS) that it does not set itself. */
+function withHeadersSoFar(headers: Record<string, string>, headersSoFar: Record<string, unknown>) {
+  for (const [name, value] of Object.entries(headersSoFar)) {
+    if (typeof value === 'string' && !(name in headers)) headers[name] = value
+  }
+  return headers
+}
+
+/** The routes' shapes, for the Allow header of a 405 (src/plugins/rate-limit.ts RouteTemplates). */
+export interface RouteShapes {
+  allowOf(path: string): string | null
 }
 
 /**
@@ -99,12 +113,15 @@ export function errorResponse(
     request,
     headers: headersSoFar,
     errorPage,
+    routes,
   }: {
     error: unknown
     code?: string | number
     request: Request
     headers: Record<string, unknown>
     errorPage?: ErrorPageRenderer
+    /** The app's routes by shape: a path that has routes, asked with another method, is a 405. */
+    routes?: RouteShapes
   },
 ): Response {
   const meta = registry.get(request)
@@ -128,8 +145,18 @@ export function errorResponse(
     appError = errors.validation('the request does not match the schema', details)
   } else if (isValidationMessageFailure(error)) {
     appError = errors.validation('the request does not match the schema')
-  } else if (code === 'NOT_FOUND') appError = errors.notFound('route')
-  else if (code === 'PARSE') appError = errors.invalidBody('the request body could not be parsed')
+  } else if (code === 'NOT_FOUND') {
+    // A path the app serves, with a method it does not (RFC 9110): 405 and what it allows, or for
+    // OPTIONS the same list as the answer.
+    const allow = routes?.allowOf(requestPath(request)) ?? null
+    if (allow !== null && request.method === 'OPTIONS') {
+      return new Response(null, {
+        status: 204,
+        headers: withHeadersSoFar({ allow, 'x-request-id': meta.requestId }, headersSoFar),
+      })
+    }
+    appError = allow === null ? errors.notFound('route') : errors.methodNotAllowed(request.method, allow)
+  } else if (code === 'PARSE') appError = errors.invalidBody('the request body could not be parsed')
   else if (code === 'INVALID_COOKIE_SIGNATURE') appError = errors.validation('invalid cookie')
   else if (databaseError?.sqlstate && Object.hasOwn(DATABASE_UP_REFUSALS, databaseError.sqlstate)) {
     const { level, message } = DATABASE_UP_REFUSALS[databaseError.sqlstate]!
@@ -149,14 +176,10 @@ export function errorResponse(
   }
   // e.g. a route whose framework let a failed body read pass as no body, and then refused it
   if (request.signal.aborted) return clientGone()
-  const headers: Record<string, string> = {
-    'content-type': 'application/json',
-    'x-request-id': meta.requestId,
-    ...appError.headers,
-  }
-  for (const [name, value] of Object.entries(headersSoFar)) {
-    if (typeof value === 'string' && !(name in headers)) headers[name] = value
-  }
+  const headers = withHeadersSoFar(
+    { 'content-type': 'application/json', 'x-request-id': meta.requestId, ...appError.headers },
+    headersSoFar,
+  )
   const page = errorPage?.(request, appError.status, appError.message)
   if (page !== null && page !== undefined) {
     return new Response(page, {

@@ -75,6 +75,22 @@ export class RouteTemplates {
     this.byMethod = byMethod
   }
 
+  /**
+   * What a path serves, as an Allow header lists it (sorted; HEAD with GET, and OPTIONS), or null
+   * when no route has its shape: the errors plugin's 405 for another method (and 204 for OPTIONS).
+   * Only asked for a request that matched no route, never on a served one's path.
+   */
+  allowOf(path: string): string | null {
+    const methods = new Set<string>()
+    for (const [method, list] of this.byMethod) {
+      if (method !== 'ALL' && list.some((entry) => entry.pattern.test(path))) methods.add(method)
+    }
+    if (methods.size === 0) return null
+    if (methods.has('GET')) methods.add('HEAD')
+    methods.add('OPTIONS')
+    return [...methods].sort().join(', ')
+  }
+
   /** `GET /api/webhook/sources/0190…/logs` → `GET /api/webhook/sources/:id/logs`, else `unmatched`. */
   endpointOf(method: string, path: string): string {
     for (const list of [this.byMethod.get(method), this.byMethod.get('ALL')]) {

@@ -765,7 +765,7 @@ export interface components {
          */
         Error: {
             /** @enum {string} */
-            error: "validation_failed" | "invalid_body" | "invalid_json" | "invalid_content_type" | "unauthorized" | "invalid_token" | "invalid_credentials" | "signup_disabled" | "session_required" | "permission_denied" | "plan_feature_required" | "role_above_own" | "ip_not_allowed" | "domain_not_allowed" | "not_found" | "source_not_found" | "log_not_found" | "webhook_not_found" | "email_taken" | "duplicate_lead" | "last_owner" | "endpoint_limit_reached" | "endpoint_disabled" | "payload_too_large" | "unknown_scope" | "rate_limited" | "internal_error" | "service_unavailable";
+            error: "validation_failed" | "invalid_body" | "invalid_json" | "invalid_content_type" | "unauthorized" | "invalid_token" | "invalid_credentials" | "signup_disabled" | "session_required" | "permission_denied" | "plan_feature_required" | "role_above_own" | "ip_not_allowed" | "domain_not_allowed" | "not_found" | "source_not_found" | "log_not_found" | "webhook_not_found" | "method_not_allowed" | "email_taken" | "duplicate_lead" | "last_owner" | "endpoint_limit_reached" | "endpoint_disabled" | "payload_too_large" | "unknown_scope" | "rate_limited" | "internal_error" | "service_unavailable";
             /** @description human-readable explanation */
             message: string;
             /** @description the X-Request-Id of the request */

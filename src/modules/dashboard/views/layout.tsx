@@ -139,6 +139,7 @@ const ERROR_TITLES: Record<number, string> = {
   400: 'That did not work',
   403: 'Not allowed',
   404: 'Not found',
+  405: 'Not allowed here',
   409: 'Conflict',
   422: 'That did not work',
 }
