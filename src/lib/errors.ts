@@ -75,6 +75,11 @@ export const ERROR_CODES = {
   },
   endpoint_disabled: { status: 409, where: 'management', example: 'enable the endpoint before testing it' },
   payload_too_large: { status: 413, where: 'any', example: 'the request body is larger than 102400 bytes' },
+  unsupported_media_type: {
+    status: 415,
+    where: 'management',
+    example: 'the body must be JSON sent with Content-Type: application/json (got "text/plain")',
+  },
   unknown_scope: { status: 422, where: 'management', example: 'unrecognised scope: leads.fly' },
   rate_limited: {
     status: 429,

@@ -45,6 +45,8 @@ type ResponseObject = {
 }
 
 const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'] as const
+/** Methods whose requests carry a body the input guard checks (Bun hands a GET's over to no one). */
+const BODY_METHODS = new Set<string>(['put', 'post', 'delete', 'patch'])
 const EMPTY_STATUSES = new Set(['204', '304'])
 /** Probes answer without the limiter (src/plugins/rate-limit.ts isProbePath). */
 const UNLIMITED_PATHS = new Set(['/healthz', '/readyz'])
@@ -132,6 +134,15 @@ function finalizeOperation(path: string, method: string, operation: Operation): 
   for (const [status, description] of INPUT_GUARD_REFUSALS) {
     responses[status] ??= {
       description,
+      content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
+    }
+  }
+  // A management body that is not JSON (src/plugins/input-guard.ts acceptJsonOnly), on every method
+  // that carries one, whether the operation reads it or not; the inbound route reads its own body
+  // and answers 400 invalid_content_type instead.
+  if (BODY_METHODS.has(method) && !operation.tags?.includes('Inbound')) {
+    responses['415'] ??= {
+      description: 'The body is not JSON: send it with `Content-Type: application/json`',
       content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
     }
   }

@@ -1,4 +1,5 @@
 import { Elysia } from 'elysia'
+import { AppError } from '../lib/errors'
 import { requestPath } from '../lib/http'
 import type { InputGuard } from '../lib/input-guard'
 import { isWebhookLeadPath } from '../modules/inbound/model'
@@ -22,13 +23,46 @@ export function inputGuardPlugin(guard: InputGuard) {
       // is still refused like any other.
       if (readsItsOwnBody(request)) return
       guard.checkDeclaredLength(request)
-      if (request.body) guard.arm(request)
+      if (!request.body) return
+      if (isApiPath(requestPath(request))) acceptJsonOnly(request)
+      guard.arm(request)
     })
     .onTransform({ as: 'global' }, ({ request, body, query, params }) => {
       const refusal = guard.refusalOf(request)
       if (refusal) throw refusal
       guard.checkRequest({ body, query, params: params as Record<string, unknown> | undefined })
     })
+}
+
+/** The management API (`/api/…`, the inbound route aside): its bodies are JSON. The dashboard's are forms. */
+function isApiPath(path: string): boolean {
+  return path.startsWith('/api/')
+}
+
+/** `application/json` or `application/<name>+json` (RFC 6839), any case, any parameters. */
+const JSON_MEDIA_TYPE = /^application\/(?:json|[a-z0-9!#$&^_.-]+\+json)$/
+
+/**
+ * A management body is JSON, whatever the spelling of its type: a media type is case-insensitive
+ * and may carry parameters (RFC 9110 §8.3.1), and `+json` types are JSON (`application/merge-patch+json`);
+ * each is given to Elysia as `application/json`, whose parser would otherwise not read them as JSON.
+ * Anything else is 415 naming what to send: a form (what `curl -d` sends unless told otherwise) was
+ * parsed as a form and refused with a field named after the whole body, and `text/plain` was read as
+ * JSON. A request with no body (no Content-Length, or 0) needs no type.
+ */
+function acceptJsonOnly(request: Request): void {
+  if (request.headers.get('content-length') === '0') return
+  const declared = request.headers.get('content-type')
+  const mediaType = (declared ?? '').split(';', 1)[0]!.trim().toLowerCase()
+  if (JSON_MEDIA_TYPE.test(mediaType)) {
+    if (declared !== 'application/json') request.headers.set('content-type', 'application/json')
+    return
+  }
+  const got = declared === null ? 'none was sent' : `got ${JSON.stringify(declared.slice(0, 100))}`
+  throw new AppError(
+    'unsupported_media_type',
+    `the body must be JSON sent with Content-Type: application/json (${got})`,
+  )
 }
 
 /** The inbound route (`parse: 'none'`) reads its body itself, within its own 100 KB limit. */

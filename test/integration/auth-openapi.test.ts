@@ -13,19 +13,20 @@ interface Operation {
 
 const PROTECTED: Array<Record<string, string[]>> = [{ bearerAuth: [] }, { apiKeyAuth: [] }]
 
-// [method, path, secured, statuses, has a request body]; 400 and 413 are the input guard's, on every route
+// [method, path, secured, statuses, has a request body]; 400 and 413 are the input guard's, on every
+// route, and 415 on every POST, PUT, PATCH and DELETE (a body that is not JSON)
 const ROUTES: Array<[string, string, boolean, number[], boolean]> = [
-  ['post', '/api/auth/signup', false, [201, 400, 403, 409, 413, 429, 503], true],
-  ['post', '/api/auth/login', false, [200, 400, 401, 413, 429, 503], true],
-  ['post', '/api/auth/logout', true, [204, 400, 401, 403, 413, 429, 503], false],
+  ['post', '/api/auth/signup', false, [201, 400, 403, 409, 413, 415, 429, 503], true],
+  ['post', '/api/auth/login', false, [200, 400, 401, 413, 415, 429, 503], true],
+  ['post', '/api/auth/logout', true, [204, 400, 401, 403, 413, 415, 429, 503], false],
   ['get', '/api/auth/me', true, [200, 400, 401, 413, 429, 503], false],
-  ['post', '/api/pat', true, [201, 400, 401, 403, 413, 422, 429, 503], true],
+  ['post', '/api/pat', true, [201, 400, 401, 403, 413, 415, 422, 429, 503], true],
   ['get', '/api/pat', true, [200, 400, 401, 403, 413, 429, 503], false],
-  ['delete', '/api/pat/{token_id}', true, [204, 400, 401, 403, 404, 413, 429, 503], false],
+  ['delete', '/api/pat/{token_id}', true, [204, 400, 401, 403, 404, 413, 415, 429, 503], false],
   ['get', '/api/v2/members', true, [200, 400, 401, 403, 413, 429, 503], false],
-  ['post', '/api/v2/members', true, [201, 400, 401, 403, 409, 413, 429, 503], true],
-  ['patch', '/api/v2/members/{user_id}', true, [200, 400, 401, 403, 404, 409, 413, 429, 503], true],
-  ['delete', '/api/v2/members/{user_id}', true, [204, 400, 401, 403, 404, 409, 413, 429, 503], false],
+  ['post', '/api/v2/members', true, [201, 400, 401, 403, 409, 413, 415, 429, 503], true],
+  ['patch', '/api/v2/members/{user_id}', true, [200, 400, 401, 403, 404, 409, 413, 415, 429, 503], true],
+  ['delete', '/api/v2/members/{user_id}', true, [204, 400, 401, 403, 404, 409, 413, 415, 429, 503], false],
 ]
 
 describe('OpenAPI document of the identity routes', () => {
