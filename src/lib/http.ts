@@ -132,3 +132,14 @@ export function cookieValue(request: Request, name: string): string | null {
 export function isDashboardPath(path: string): boolean {
   return path === '/app' || path.startsWith('/app/')
 }
+
+/**
+ * Whether a Content-Type is JSON: `application/json` or `application/<name>+json` (RFC 6839), in any
+ * case (media types are case-insensitive, RFC 9110 §8.3.1), with any parameters. The one rule of the
+ * webhook URL (400 invalid_content_type) and of the management API (415, src/plugins/input-guard.ts).
+ */
+export function isJsonContentType(value: string | null): boolean {
+  if (!value) return false
+  const type = value.split(';', 1)[0]!.trim().toLowerCase()
+  return type === 'application/json' || (type.startsWith('application/') && type.endsWith('+json'))
+}

@@ -1,6 +1,6 @@
 import { Elysia } from 'elysia'
 import { AppError } from '../lib/errors'
-import { requestPath } from '../lib/http'
+import { isJsonContentType, requestPath } from '../lib/http'
 import type { InputGuard } from '../lib/input-guard'
 import { isWebhookLeadPath } from '../modules/inbound/model'
 
@@ -39,9 +39,6 @@ function isApiPath(path: string): boolean {
   return path.startsWith('/api/')
 }
 
-/** `application/json` or `application/<name>+json` (RFC 6839), any case, any parameters. */
-const JSON_MEDIA_TYPE = /^application\/(?:json|[a-z0-9!#$&^_.-]+\+json)$/
-
 /**
  * A management body is JSON, whatever the spelling of its type: a media type is case-insensitive
  * and may carry parameters (RFC 9110 §8.3.1), and `+json` types are JSON (`application/merge-patch+json`);
@@ -53,8 +50,7 @@ const JSON_MEDIA_TYPE = /^application\/(?:json|[a-z0-9!#$&^_.-]+\+json)$/
 function acceptJsonOnly(request: Request): void {
   if (request.headers.get('content-length') === '0') return
   const declared = request.headers.get('content-type')
-  const mediaType = (declared ?? '').split(';', 1)[0]!.trim().toLowerCase()
-  if (JSON_MEDIA_TYPE.test(mediaType)) {
+  if (isJsonContentType(declared)) {
     if (declared !== 'application/json') request.headers.set('content-type', 'application/json')
     return
   }

@@ -34,9 +34,3 @@ export function bodyForLog(raw: string): { body: string; truncated: boolean } {
     .replace(/\uFFFD$/, '')
   return { body: cut, truncated: true }
 }
-
-export function isJsonContentType(value: string | null): boolean {
-  if (!value) return false
-  const type = value.split(';')[0]!.trim().toLowerCase()
-  return type === 'application/json' || (type.startsWith('application/') && type.endsWith('+json'))
-}
