@@ -1,6 +1,7 @@
 import { Elysia } from 'elysia'
 import type { AppContext } from './context'
 import { canonicalRequest } from './lib/http'
+import { RouteTemplates } from './lib/route-templates'
 import { authModule } from './modules/auth'
 import { dashboardModule } from './modules/dashboard'
 import { dashboardErrorPages } from './modules/dashboard/views/layout'
@@ -18,7 +19,7 @@ import { authPlugin } from './plugins/auth'
 import { errorResponse, errorsPlugin } from './plugins/errors'
 import { inputGuardPlugin } from './plugins/input-guard'
 import { openapiPlugin } from './plugins/openapi'
-import { RouteTemplates, rateLimitPlugin } from './plugins/rate-limit'
+import { rateLimitPlugin } from './plugins/rate-limit'
 import { logAccess, requestContextPlugin } from './plugins/request-context'
 import { buildServices, type Services } from './services'
 import { type BuiltTracker, trackerModule } from './tracker'
@@ -84,7 +85,7 @@ export function createApp(ctx: AppContext, options: { services?: Services; track
         routes,
       }),
     )
-    .use(inputGuardPlugin(services.inputGuard))
+    .use(inputGuardPlugin(services.inputGuard, routes))
     .use(openapiPlugin(ctx.config, { webhooks: webhookEventsDocument() }))
     .use(healthModule(ctx))
     .use(inboundModule(ctx, services.inbound))

@@ -72,7 +72,7 @@ function withHeadersSoFar(headers: Record<string, string>, headersSoFar: Record<
   return headers
 }
 
-/** The routes' shapes, for the Allow header of a 405 (src/plugins/rate-limit.ts RouteTemplates). */
+/** The routes' shapes, for the Allow header of a 405 (src/lib/route-templates.ts). */
 export interface RouteShapes {
   allowOf(path: string): string | null
 }

@@ -1,7 +1,8 @@
 import { Elysia } from 'elysia'
-import { AppError } from '../lib/errors'
+import { AppError, errors } from '../lib/errors'
 import { isJsonContentType, requestPath } from '../lib/http'
 import type { InputGuard } from '../lib/input-guard'
+import type { RouteTemplates } from '../lib/route-templates'
 import { isWebhookLeadPath } from '../modules/inbound/model'
 
 /**
@@ -11,11 +12,13 @@ import { isWebhookLeadPath } from '../modules/inbound/model'
  * - the request's body readers, which Elysia's parsers call, read at most 1 MiB (chunked bodies
  *   counted) and refuse JSON nested deeper than 32 levels before JSON.parse;
  * - before any schema or handler, every string and key of the body, query and path parameters must
- *   be storable by PostgreSQL (no NUL, no lone surrogate), else 400 `validation_failed` naming it.
+ *   be storable by PostgreSQL (no NUL, no lone surrogate), else 400 `validation_failed` naming it;
+ * - a management route's query holds only the parameters its schema names, each once
+ *   (RouteTemplates.queryProblems), else 400 `validation_failed` naming each.
  * The inbound route reads its own body (100 KB limit) and applies the same guard in its service.
  * Registered after the rate limiter, so its refusals carry the rate-limit headers.
  */
-export function inputGuardPlugin(guard: InputGuard) {
+export function inputGuardPlugin(guard: InputGuard, routes: RouteTemplates) {
   return new Elysia({ name: 'input-guard' })
     .onRequest(({ request }) => {
       // The inbound route reads its own body, within its own limit (and logs refusals for the
@@ -27,9 +30,12 @@ export function inputGuardPlugin(guard: InputGuard) {
       if (isApiPath(requestPath(request))) acceptJsonOnly(request)
       guard.arm(request)
     })
-    .onTransform({ as: 'global' }, ({ request, body, query, params }) => {
+    .onTransform({ as: 'global' }, ({ request, route, body, query, params }) => {
       const refusal = guard.refusalOf(request)
       if (refusal) throw refusal
+      const queryProblems = routes.queryProblems(request.method, route, request.url)
+      if (queryProblems.length > 0)
+        throw errors.validation('the request does not match the schema', queryProblems)
       guard.checkRequest({ body, query, params: params as Record<string, unknown> | undefined })
     })
 }

@@ -2,6 +2,7 @@ import { Elysia } from 'elysia'
 import type { AppContext } from '../context'
 import { isDashboardPath, isProbePath, type RequestRegistry, requestPath } from '../lib/http'
 import { platformRule, type RateLimitCheck, type RateLimitRule, WINDOW_MS } from '../lib/rate-limit'
+import type { RouteTemplates } from '../lib/route-templates'
 import type { CredentialResolver } from '../modules/auth/credentials'
 import { isWebhookLeadPath } from '../modules/inbound/model'
 
@@ -42,64 +43,6 @@ export function isSelfLimitedPath(path: string): boolean {
 const PLATFORM_ONLY_PATHS = new Set(['/api/webhook/tracker.js'])
 /** The dashboard's scripts and styles: static, cached, loaded by every page view. */
 const PLATFORM_ONLY_PREFIX = '/app/assets/'
-
-/**
- * The route templates of the app (`GET /api/webhook/sources/:id/logs`), filled once the app is
- * built (createApp), so a bucket is named after the endpoint a path reaches and never after the
- * path itself: a Redis key must not embed unbounded client input. A path no route matches counts
- * as `unmatched`.
- */
-export class RouteTemplates {
-  private byMethod = new Map<string, Array<{ pattern: RegExp; template: string }>>()
-
-  load(routes: ReadonlyArray<{ method: string; path: string }>): void {
-    const byMethod = new Map<string, Array<{ pattern: RegExp; template: string }>>()
-    for (const { method, path } of routes) {
-      const canonical = path.length > 1 ? path.replace(/\/+$/, '') : path
-      const source = canonical
-        .split('/')
-        .map((segment) =>
-          segment.startsWith(':')
-            ? '[^/]+'
-            : segment === '*'
-              ? '.*'
-              : segment.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'),
-        )
-        .join('/')
-      const list = byMethod.get(method) ?? []
-      if (!list.some((entry) => entry.template === canonical)) {
-        list.push({ pattern: new RegExp(`^${source}$`), template: canonical })
-      }
-      byMethod.set(method, list)
-    }
-    this.byMethod = byMethod
-  }
-
-  /**
-   * What a path serves, as an Allow header lists it (sorted; HEAD with GET, and OPTIONS), or null
-   * when no route has its shape: the errors plugin's 405 for another method (and 204 for OPTIONS).
-   * Only asked for a request that matched no route, never on a served one's path.
-   */
-  allowOf(path: string): string | null {
-    const methods = new Set<string>()
-    for (const [method, list] of this.byMethod) {
-      if (method !== 'ALL' && list.some((entry) => entry.pattern.test(path))) methods.add(method)
-    }
-    if (methods.size === 0) return null
-    if (methods.has('GET')) methods.add('HEAD')
-    methods.add('OPTIONS')
-    return [...methods].sort().join(', ')
-  }
-
-  /** `GET /api/webhook/sources/0190…/logs` → `GET /api/webhook/sources/:id/logs`, else `unmatched`. */
-  endpointOf(method: string, path: string): string {
-    for (const list of [this.byMethod.get(method), this.byMethod.get('ALL')]) {
-      const found = list?.find((entry) => entry.pattern.test(path))
-      if (found) return `${method} ${found.template}`
-    }
-    return 'unmatched'
-  }
-}
 
 /**
  * Management traffic: platform-wide bucket plus one bucket per user and endpoint (its route

@@ -25,7 +25,7 @@ const BOUNDED: Record<string, string> = {
   'tracker/browser/tracker.ts:/_+$/': "a form field's name, from the page's own markup",
   'tracker/browser/tracker.ts:/([^[\\]]*)\\]?$/': "a form field's name, from the page's own markup",
   'config.ts:/\\/+$/': "the operator's own setting, read once at start-up",
-  'plugins/rate-limit.ts:/\\/+$/': "the service's own route paths, read once at start-up",
+  'lib/route-templates.ts:/\\/+$/': "the service's own route paths, read once at start-up",
   'lib/ip.ts:/(\\d+\\.\\d+\\.\\d+\\.\\d+)$/':
     'an address node:net isIP() has accepted as IPv6, zone removed: 45 characters at most',
   'lib/contact.ts:/^[^\\s@"<>(),;:]+@[^\\s@"<>(),;:]+\\.[^\\s@"<>(),;:]{2,}$/':
