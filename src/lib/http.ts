@@ -143,3 +143,27 @@ export function isJsonContentType(value: string | null): boolean {
   const type = value.split(';', 1)[0]!.trim().toLowerCase()
   return type === 'application/json' || (type.startsWith('application/') && type.endsWith('+json'))
 }
+
+/** The webhook URL's path before the key (`/api/webhook/lead/{api_key}`). */
+export const WEBHOOK_LEAD_PATH = '/api/webhook/lead'
+const WEBHOOK_LEAD_PREFIX = `${WEBHOOK_LEAD_PATH}/`
+/** tracker.js, the script websites load: public, cacheable, the same for everyone. */
+export const TRACKER_PATH = '/api/webhook/tracker.js'
+
+/**
+ * Whether a canonical path is on the webhook URL: its routes read their own body (input guard) and
+ * limit themselves (rate-limit plugin), and its POST is served before Elysia's lifecycle.
+ */
+export function isWebhookLeadPath(path: string): boolean {
+  return path.startsWith(WEBHOOK_LEAD_PREFIX)
+}
+
+/**
+ * The management API: `/api/…` but the webhook URL (its own body, limit and content-type rules) and
+ * tracker.js. Its bodies are JSON (src/plugins/input-guard.ts), its queries hold only the
+ * parameters a route names (src/lib/route-templates.ts), and its answers are never stored by a
+ * cache (src/plugins/request-context.ts).
+ */
+export function isManagementPath(path: string): boolean {
+  return path.startsWith('/api/') && !isWebhookLeadPath(path) && path !== TRACKER_PATH
+}

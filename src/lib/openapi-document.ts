@@ -1,4 +1,5 @@
 import { ERROR_CODES, type ErrorCode } from './errors'
+import { isManagementPath } from './http'
 
 /**
  * The last step before the OpenAPI document is published (GET /swagger/json). Elysia's generator
@@ -74,6 +75,11 @@ export const RESPONSE_HEADERS = {
     description: 'Seconds to wait before retrying',
     required: true,
     schema: { type: 'integer' },
+  },
+  'Cache-Control': {
+    description: '`no-store`: no browser or proxy cache keeps an answer of the management API',
+    required: true,
+    schema: { type: 'string', examples: ['no-store'] },
   },
   'WWW-Authenticate': {
     description: 'The Bearer challenge (`error="invalid_token"` when a credential was sent and refused)',
@@ -183,6 +189,7 @@ function headersFor(path: string, status: string): Record<string, unknown> {
     names.push('X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset')
   if (status === '429' || (status === '503' && !UNLIMITED_PATHS.has(path))) names.push('Retry-After')
   if (status === '401') names.push('WWW-Authenticate')
+  if (isManagementPath(path)) names.push('Cache-Control')
   return Object.fromEntries(names.map((name) => [name, { $ref: `#/components/headers/${name}` }]))
 }
 

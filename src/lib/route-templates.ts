@@ -1,4 +1,5 @@
 import type { ValidationDetail } from './errors'
+import { isManagementPath } from './http'
 
 /**
  * The route templates of the app (`GET /api/webhook/sources/:id/logs`), filled once the app is
@@ -107,12 +108,7 @@ export interface RouteInfo {
   hooks?: { query?: { properties?: Record<string, unknown> } }
 }
 
-/** The management API's routes (`/api/…` but the webhook URL and tracker.js): a query of their schema's parameters only. */
+/** The management API's routes: a query of their schema's parameters only. */
 function takesOnlyItsQuery(method: string, path: string): boolean {
-  return (
-    path.startsWith('/api/') &&
-    !path.startsWith('/api/webhook/lead/') &&
-    path !== '/api/webhook/tracker.js' &&
-    method !== 'OPTIONS'
-  )
+  return isManagementPath(path) && method !== 'OPTIONS'
 }

@@ -1,9 +1,8 @@
 import { Elysia } from 'elysia'
 import { AppError, errors } from '../lib/errors'
-import { isJsonContentType, requestPath } from '../lib/http'
+import { isJsonContentType, isManagementPath, isWebhookLeadPath, requestPath } from '../lib/http'
 import type { InputGuard } from '../lib/input-guard'
 import type { RouteTemplates } from '../lib/route-templates'
-import { isWebhookLeadPath } from '../modules/inbound/model'
 
 /**
  * The parse-time guard every route goes through (docs/security.md, "Input limits"):
@@ -27,7 +26,7 @@ export function inputGuardPlugin(guard: InputGuard, routes: RouteTemplates) {
       if (readsItsOwnBody(request)) return
       guard.checkDeclaredLength(request)
       if (!request.body) return
-      if (isApiPath(requestPath(request))) acceptJsonOnly(request)
+      if (isManagementPath(requestPath(request))) acceptJsonOnly(request)
       guard.arm(request)
     })
     .onTransform({ as: 'global' }, ({ request, route, body, query, params }) => {
@@ -38,11 +37,6 @@ export function inputGuardPlugin(guard: InputGuard, routes: RouteTemplates) {
         throw errors.validation('the request does not match the schema', queryProblems)
       guard.checkRequest({ body, query, params: params as Record<string, unknown> | undefined })
     })
-}
-
-/** The management API (`/api/…`, the inbound route aside): its bodies are JSON. The dashboard's are forms. */
-function isApiPath(path: string): boolean {
-  return path.startsWith('/api/')
 }
 
 /**

@@ -1,10 +1,16 @@
 import { Elysia } from 'elysia'
 import type { AppContext } from '../context'
-import { isDashboardPath, isProbePath, type RequestRegistry, requestPath } from '../lib/http'
+import {
+  isDashboardPath,
+  isProbePath,
+  isWebhookLeadPath,
+  type RequestRegistry,
+  requestPath,
+  TRACKER_PATH,
+} from '../lib/http'
 import { platformRule, type RateLimitCheck, type RateLimitRule, WINDOW_MS } from '../lib/rate-limit'
 import type { RouteTemplates } from '../lib/route-templates'
 import type { CredentialResolver } from '../modules/auth/credentials'
-import { isWebhookLeadPath } from '../modules/inbound/model'
 
 export const MANAGEMENT_LIMIT_PER_MIN = 100
 
@@ -40,7 +46,7 @@ export function isSelfLimitedPath(path: string): boolean {
  * tracker.js is loaded by every visitor of every customer site: many visitors share one IP (office
  * networks, carrier NAT), so a per-IP bucket would cut them off. Only the platform-wide cap applies.
  */
-const PLATFORM_ONLY_PATHS = new Set(['/api/webhook/tracker.js'])
+const PLATFORM_ONLY_PATHS = new Set([TRACKER_PATH])
 /** The dashboard's scripts and styles: static, cached, loaded by every page view. */
 const PLATFORM_ONLY_PREFIX = '/app/assets/'
 

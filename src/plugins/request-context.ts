@@ -1,6 +1,6 @@
 import { Elysia } from 'elysia'
 import type { AppContext } from '../context'
-import { isProbePath, type RequestRegistry, requestPath } from '../lib/http'
+import { isManagementPath, isProbePath, type RequestRegistry, requestPath } from '../lib/http'
 
 /**
  * Request id (accepted from X-Request-Id or generated, always echoed), client IP, and one JSON log
@@ -11,6 +11,8 @@ export function requestContextPlugin(ctx: AppContext, registry: RequestRegistry)
     .onRequest(({ request, set, server }) => {
       const meta = registry.open(request, server?.requestIP(request)?.address)
       set.headers['x-request-id'] = meta.requestId
+      // Leads, tokens, keys and sessions: no browser or proxy cache may keep an answer of the API.
+      if (isManagementPath(requestPath(request))) set.headers['cache-control'] = 'no-store'
     })
     .onAfterResponse({ as: 'global' }, ({ request, set }) => {
       logAccess(ctx, registry, request, typeof set.status === 'number' ? set.status : 200)

@@ -1,4 +1,5 @@
 import { Elysia, t } from 'elysia'
+import { TRACKER_PATH } from '../lib/http'
 import { type BuiltTracker, buildTracker, TRACKER_GZIP_BUDGET_BYTES } from './build'
 import { TRACKER_CACHE_CONTROL, trackerResponse } from './serve'
 
@@ -50,7 +51,7 @@ const SCRIPT_HEADERS = {
 export function trackerModule(tracker?: BuiltTracker) {
   const load = tracker ? () => tracker : lazyTracker()
   return new Elysia({ name: 'tracker' }).get(
-    '/api/webhook/tracker.js',
+    TRACKER_PATH,
     async ({ headers }) =>
       trackerResponse(await load(), {
         ifNoneMatch: headers['if-none-match'],

@@ -5,17 +5,7 @@ export { ErrorBody, RateLimitedBody } from '../../lib/schemas'
 
 import { CUSTOM_FIELDS_MAX_COUNT, LEAD_FIELDS } from './normalize'
 
-/** The webhook URL's path before the key (`/api/webhook/lead/{api_key}`). */
-export const WEBHOOK_LEAD_PATH = '/api/webhook/lead'
-const WEBHOOK_LEAD_PREFIX = `${WEBHOOK_LEAD_PATH}/`
-
-/**
- * Whether a canonical path is on the webhook URL: its routes read their own body (input guard) and
- * limit themselves (rate-limit plugin), and its POST is served before Elysia's lifecycle.
- */
-export function isWebhookLeadPath(path: string): boolean {
-  return path.startsWith(WEBHOOK_LEAD_PREFIX)
-}
+export { isWebhookLeadPath, WEBHOOK_LEAD_PATH } from '../../lib/http'
 
 export const ApiKeyParams = t.Object({
   api_key: t.String({
