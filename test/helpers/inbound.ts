@@ -1,10 +1,16 @@
 import { desc, eq } from 'drizzle-orm'
 import type { AppContext } from '../../src/context'
 import { deliveryLogs } from '../../src/db/schema'
+import { systemClock } from '../../src/lib/clock'
+import { createMemoryLogger } from '../../src/lib/logger'
+import { GroupCommitWriter } from '../../src/modules/inbound/group-commit'
 import type { NormalizedLead } from '../../src/modules/inbound/normalize'
+import { InboundPressure } from '../../src/modules/inbound/pressure'
+import type { InboundRepository, IngestItem, IngestRow } from '../../src/modules/inbound/repository'
+import type { DeliverySignal } from '../../src/modules/webhook-endpoints/signal'
 import { uniqueEmail } from './emails'
 import { createOrganization, createSource } from './factories'
-import { makeTestApp, request, type TestAppOptions } from './test-app'
+import { makeTestApp, request, type TestAppOptions, testConfig } from './test-app'
 
 export type App = Awaited<ReturnType<typeof makeTestApp>>['app']
 
@@ -108,4 +114,45 @@ export async function ingestConflictingGroup(
       () => ({ message: 'ingest_leads accepted a group whose items share a dedup key' }),
       (error: { code?: string; message: string }) => error,
     )
+}
+
+/**
+ * A group-commit writer on a faked repository and database: `env` as the service's, a pool of
+ * DATABASE_POOL_SIZE connections; `pipeline`: the group commit has a connection of its own.
+ */
+export function groupCommitWriter(
+  env: Record<string, string>,
+  repository: InboundRepository,
+  options: { pipeline?: boolean } = {},
+): GroupCommitWriter {
+  const config = testConfig(env)
+  const ctx = {
+    config,
+    // postgres.js sends a statement on every pooled connection (src/db/client.ts); `pipeline`: the
+    // group commit has a connection of its own (the repository, faked here, would use it).
+    database: {
+      engine: 'postgres',
+      queryConcurrency: config.databasePoolSize,
+      pipeline: options.pipeline ? { query: () => Promise.reject(new Error('not here')) } : null,
+    },
+    logger: createMemoryLogger('silent'),
+  } as unknown as AppContext
+  return new GroupCommitWriter(
+    ctx,
+    repository,
+    { wake: () => {} } as unknown as DeliverySignal,
+    new InboundPressure(systemClock),
+  )
+}
+
+/** The rows ingest_leads() gives for `items` when each is a new lead within its key's limit. */
+export function createdRows(items: readonly IngestItem[]): IngestRow[] {
+  return items.map((item) => ({
+    idx: item.idx,
+    lead_id: item.log_id,
+    outcome: 'created' as const,
+    webhook_events: false,
+    remaining: 59,
+    reset_ms: 60_000,
+  }))
 }

@@ -109,6 +109,30 @@ describe('describeDatabaseError', () => {
   })
 })
 
+/** 503 `service_unavailable` with Retry-After and the request id: the answer to "cannot serve now". */
+async function expectServiceUnavailable(response: Response) {
+  expect(response.status).toBe(503)
+  expect(response.headers.get('retry-after')).toBe('5')
+  expect(await response.json()).toMatchObject({
+    error: 'service_unavailable',
+    request_id: expect.any(String),
+  })
+}
+
+/** The errors plugin and the probes, with a route `/failing` that throws `error`. */
+async function appFailingWith(error: Error) {
+  const ctx = await makeTestContext()
+  const registry = new RequestRegistry(ctx.config.trustProxy)
+  const app = new Elysia()
+    .use(requestContextPlugin(ctx, registry))
+    .use(errorsPlugin(ctx, registry))
+    .use(healthModule(ctx))
+    .get('/failing', () => {
+      throw error
+    })
+  return { ctx, app }
+}
+
 describe('the errors plugin uses it', () => {
   test('an unhandled query failure is logged with SQLSTATE and statement, never the parameter values', async () => {
     const ctx = await makeTestContext()
@@ -166,26 +190,15 @@ describe('the errors plugin uses it', () => {
   ]
   for (const [code, message, level, line] of refusedWhileUp) {
     test(`${code} (${message}): 503 + Retry-After, "${line}" at ${level}, the replica stays ready`, async () => {
-      const ctx = await makeTestContext()
-      const registry = new RequestRegistry(ctx.config.trustProxy)
-      const app = new Elysia()
-        .use(requestContextPlugin(ctx, registry))
-        .use(errorsPlugin(ctx, registry))
-        .use(healthModule(ctx))
-        .post('/refused', () => {
-          throw new DrizzleQueryError(
-            'update members set role = $1',
-            ['owner'],
-            Object.assign(new Error(message), { code }),
-          )
-        })
-      const response = await app.handle(request('POST', '/refused'))
-      expect(response.status).toBe(503)
-      expect(response.headers.get('retry-after')).toBe('5')
-      expect(await response.json()).toMatchObject({
-        error: 'service_unavailable',
-        request_id: expect.any(String),
-      })
+      const { ctx, app } = await appFailingWith(
+        new DrizzleQueryError(
+          'update members set role = $1',
+          ['owner'],
+          Object.assign(new Error(message), { code }),
+        ),
+      )
+      const response = await app.handle(request('GET', '/failing'))
+      await expectServiceUnavailable(response)
       expect((await app.handle(request('GET', '/readyz'))).status).toBe(200)
       const lines = loggedLines(ctx).filter((entry) => entry.level === 'error' || entry.level === 'warn')
       expect(lines).toHaveLength(1)
@@ -198,24 +211,16 @@ describe('the errors plugin uses it', () => {
   }
 
   test('"server cannot serve now" (53300 in Drizzle\'s wrapper) is 503 + Retry-After and /readyz 503 for a while', async () => {
-    const ctx = await makeTestContext()
-    const registry = new RequestRegistry(ctx.config.trustProxy)
-    const app = new Elysia()
-      .use(requestContextPlugin(ctx, registry))
-      .use(errorsPlugin(ctx, registry))
-      .use(healthModule(ctx))
-      .get('/exhausted', () => {
-        const cause = Object.assign(new Error('sorry, too many clients already'), { code: '53300' })
-        throw new DrizzleQueryError('select 1', [], cause)
-      })
+    const { app } = await appFailingWith(
+      new DrizzleQueryError(
+        'select 1',
+        [],
+        Object.assign(new Error('sorry, too many clients already'), { code: '53300' }),
+      ),
+    )
     expect((await app.handle(request('GET', '/readyz'))).status).toBe(200)
-    const response = await app.handle(request('GET', '/exhausted'))
-    expect(response.status).toBe(503)
-    expect(response.headers.get('retry-after')).toBe('5')
-    expect(await response.json()).toMatchObject({
-      error: 'service_unavailable',
-      request_id: expect.any(String),
-    })
+    const response = await app.handle(request('GET', '/failing'))
+    await expectServiceUnavailable(response)
     const readiness = await app.handle(request('GET', '/readyz'))
     expect(readiness.status).toBe(503)
     expect(await readiness.json()).toMatchObject({ status: 'not_ready', database: { status: 'down' } })

@@ -1,14 +1,8 @@
 import { describe, expect, test } from 'bun:test'
-import type { AppContext } from '../../src/context'
-import { systemClock } from '../../src/lib/clock'
 import { isDatabaseUnavailable } from '../../src/lib/errors'
-import { createMemoryLogger } from '../../src/lib/logger'
-import { GroupCommitWriter } from '../../src/modules/inbound/group-commit'
-import { InboundPressure } from '../../src/modules/inbound/pressure'
+import type { GroupCommitWriter } from '../../src/modules/inbound/group-commit'
 import type { InboundRepository, IngestItem, IngestRow } from '../../src/modules/inbound/repository'
-import type { DeliverySignal } from '../../src/modules/webhook-endpoints/signal'
-import { leadWithEmail, requestFacts } from '../helpers/inbound'
-import { testConfig } from '../helpers/test-app'
+import { createdRows, groupCommitWriter, leadWithEmail, requestFacts } from '../helpers/inbound'
 
 /**
  * What the group commit does when its statement fails, by the class of the failure: a group the
@@ -59,31 +53,10 @@ function failingGroups(groupError: () => Error, loneError?: () => Error) {
       calls.push(items.length)
       if (items.length > 1) throw groupError()
       if (loneError) throw loneError()
-      return items.map((item) => ({
-        idx: item.idx,
-        lead_id: item.log_id,
-        outcome: 'created' as const,
-        webhook_events: false,
-        remaining: 59,
-        reset_ms: 60_000,
-      }))
+      return createdRows(items)
     },
   }
   return { repository: repository as unknown as InboundRepository, calls }
-}
-
-function writerWith(repository: InboundRepository): GroupCommitWriter {
-  const ctx = {
-    config: testConfig({}),
-    database: { engine: 'postgres', queryConcurrency: 4, pipeline: null },
-    logger: createMemoryLogger('silent'),
-  } as unknown as AppContext
-  return new GroupCommitWriter(
-    ctx,
-    repository,
-    { wake: () => {} } as unknown as DeliverySignal,
-    new InboundPressure(systemClock),
-  )
 }
 
 /** Four leads queued in one turn: one group of four. */
@@ -102,7 +75,7 @@ describe('group commit: a failed group, by the class of its failure', () => {
   for (const { label, error, split } of CASES) {
     test(`${label}: ${split ? 'written again lead by lead, every lead stored' : 'the whole group fails at once'}`, async () => {
       const failing = failingGroups(error)
-      const answers = await Promise.all(queueFour(writerWith(failing.repository)))
+      const answers = await Promise.all(queueFour(groupCommitWriter({}, failing.repository)))
       if (split) {
         expect(failing.calls).toEqual([4, 1, 1, 1, 1])
         expect(answers).toEqual(Array(4).fill({ outcome: 'created' }))
@@ -117,7 +90,7 @@ describe('group commit: a failed group, by the class of its failure', () => {
   test('a lone lead that deadlocks again is answered as "cannot serve now" (503), never stored twice', async () => {
     const deadlock = () => databaseError('40P01', 'deadlock detected')
     const failing = failingGroups(deadlock, deadlock)
-    const answers = await Promise.all(queueFour(writerWith(failing.repository)))
+    const answers = await Promise.all(queueFour(groupCommitWriter({}, failing.repository)))
     expect(failing.calls).toEqual([4, 1, 1, 1, 1])
     expect(answers).toEqual(Array(4).fill({ failed: 'deadlock detected', unavailable: true }))
   })

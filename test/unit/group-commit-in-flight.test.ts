@@ -1,13 +1,7 @@
 import { describe, expect, test } from 'bun:test'
-import type { AppContext } from '../../src/context'
-import { systemClock } from '../../src/lib/clock'
-import { createMemoryLogger } from '../../src/lib/logger'
-import { GroupCommitWriter } from '../../src/modules/inbound/group-commit'
-import { InboundPressure } from '../../src/modules/inbound/pressure'
+import type { GroupCommitWriter } from '../../src/modules/inbound/group-commit'
 import type { InboundRepository, IngestItem, IngestRow } from '../../src/modules/inbound/repository'
-import type { DeliverySignal } from '../../src/modules/webhook-endpoints/signal'
-import { leadWithEmail, requestFacts } from '../helpers/inbound'
-import { testConfig } from '../helpers/test-app'
+import { createdRows, groupCommitWriter, leadWithEmail, requestFacts } from '../helpers/inbound'
 
 // INGEST_GROUPS_IN_FLIGHT: the group-commit writer never has more statements running than it
 // allows, and what waits meanwhile goes out as the next groups, in arrival order.
@@ -27,16 +21,7 @@ function heldRepository() {
           items: [...items],
           finish: () => {
             running.splice(running.indexOf(statement), 1)
-            resolve(
-              items.map((item) => ({
-                idx: item.idx,
-                lead_id: item.log_id,
-                outcome: 'created' as const,
-                webhook_events: false,
-                remaining: 59,
-                reset_ms: 60_000,
-              })),
-            )
+            resolve(createdRows(items))
           },
         }
         running.push(statement)
@@ -51,31 +36,6 @@ function heldRepository() {
     pipelined,
     mostAtOnce: () => mostAtOnce,
   }
-}
-
-function writerWith(
-  env: Record<string, string>,
-  repository: InboundRepository,
-  options: { pipeline?: boolean } = {},
-): GroupCommitWriter {
-  const config = testConfig(env)
-  const ctx = {
-    config,
-    // postgres.js sends a statement on every pooled connection (src/db/client.ts); `pipeline`: the
-    // group commit has a connection of its own (the repository, faked here, would use it).
-    database: {
-      engine: 'postgres',
-      queryConcurrency: config.databasePoolSize,
-      pipeline: options.pipeline ? { query: () => Promise.reject(new Error('not here')) } : null,
-    },
-    logger: createMemoryLogger('silent'),
-  } as unknown as AppContext
-  return new GroupCommitWriter(
-    ctx,
-    repository,
-    { wake: () => {} } as unknown as DeliverySignal,
-    new InboundPressure(systemClock),
-  )
 }
 
 const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve))
@@ -94,7 +54,7 @@ describe('group commit: statements in flight', () => {
   for (const { env, allowed } of cases) {
     test(`${JSON.stringify(env)}: at most ${allowed} at once, the waiting leads grouped behind them`, async () => {
       const held = heldRepository()
-      const writer = writerWith(env, held.repository)
+      const writer = groupCommitWriter(env, held.repository)
       const addresses = Array.from({ length: 8 }, (_, index) => `lead-${index}@example.com`)
       let answered = 0
       // One lead per event-loop turn: each turn would start a statement of its own if allowed.
@@ -136,7 +96,7 @@ describe('group commit: the next group before the answers', () => {
         return held.repository.ingestLeads(items)
       },
     } as unknown as InboundRepository
-    const writer = writerWith({}, repository)
+    const writer = groupCommitWriter({}, repository)
     const answered: Array<Promise<unknown>> = []
     const submit = (address: string) =>
       answered.push(
@@ -213,7 +173,7 @@ describe('group commit: the next group pipelined behind the running one', () => 
     'a group of $running running, $waiting leads arriving one per turn: groups sent $sent',
     async ({ running, waiting, sent, onPipeline }) => {
       const held = heldRepository()
-      const writer = writerWith({}, held.repository, { pipeline: true })
+      const writer = groupCommitWriter({}, held.repository, { pipeline: true })
       // The running group: its leads arrive in one turn.
       for (let index = 0; index < running; index++)
         void writer.ingest(
@@ -254,7 +214,7 @@ describe('group commit: the next group pipelined behind the running one', () => 
     '$env, pipeline $pipeline: no group sent behind a running one on its connection',
     async ({ env, pipeline }) => {
       const held = heldRepository()
-      const writer = writerWith(env, held.repository, { pipeline })
+      const writer = groupCommitWriter(env, held.repository, { pipeline })
       await submitOnePerTurn(writer, 3)
       expect(held.pipelined.every((onPipeline) => !onPipeline)).toBe(true)
       expect(held.running).toHaveLength(env.INGEST_GROUPS_IN_FLIGHT ? 2 : 1)
