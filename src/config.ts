@@ -243,11 +243,11 @@ export function loadConfig(environment: Record<string, string | undefined> = pro
   const env = withDefaults as Env
   const publicBaseUrl = (env.PUBLIC_BASE_URL ?? `http://localhost:${env.PORT}`).replace(/\/+$/, '')
   return {
-    publicBasePath: new URL(publicBaseUrl).pathname.replace(/\/+$/, ''),
     port: env.PORT,
     host: env.HOST,
     reusePort: env.REUSE_PORT,
     publicBaseUrl,
+    publicBasePath: new URL(publicBaseUrl).pathname.replace(/\/+$/, ''),
     databaseUrl: env.DATABASE_URL,
     redisUrl: env.REDIS_URL,
     redisTlsCa,

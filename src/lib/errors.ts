@@ -203,7 +203,9 @@ export const READ_ONLY_TRANSACTION = '25006'
  * (40001) or a deadlock (40P01). Nothing of it was written, and the same request sent again succeeds
  * once the other transaction is done: PostgreSQL's documentation asks clients to retry them.
  */
-const TRANSACTION_CONFLICTS = new Set(['40001', '40P01'])
+export const SERIALIZATION_FAILURE = '40001'
+export const DEADLOCK_DETECTED = '40P01'
+const TRANSACTION_CONFLICTS = new Set([SERIALIZATION_FAILURE, DEADLOCK_DETECTED])
 
 /** SQLSTATE query_canceled: `statement_timeout` (a role's or DATABASE_URL's `options`) or an operator's cancel. */
 export const QUERY_CANCELED = '57014'

@@ -2,10 +2,11 @@ import type { ValidationDetail } from './errors'
 import { isManagementPath } from './http'
 
 /**
- * The route templates of the app (`GET /api/webhook/sources/:id/logs`), filled once the app is
- * built (createApp), so a bucket is named after the endpoint a path reaches and never after the
- * path itself: a Redis key must not embed unbounded client input. A path no route matches counts
- * as `unmatched`.
+ * The route table of the app (`GET /api/webhook/sources/:id/logs`), filled once the app is built
+ * (createApp), read by three rules: a rate-limit bucket is named after the endpoint a path reaches,
+ * never after the path itself (a Redis key must not embed unbounded client input; a path no route
+ * matches counts as `unmatched`); a path asked with a method it does not serve is a 405 with what
+ * it allows; a management route's query holds only the parameters it takes, each once.
  */
 export class RouteTemplates {
   private byMethod = new Map<string, Array<{ pattern: RegExp; template: string }>>()

@@ -2,12 +2,14 @@ import { Elysia } from 'elysia'
 import type { AppContext } from '../context'
 import {
   AppError,
+  DEADLOCK_DETECTED,
   describeDatabaseError,
   describeError,
   errors,
   LOCK_NOT_AVAILABLE,
   QUERY_CANCELED,
   READ_ONLY_TRANSACTION,
+  SERIALIZATION_FAILURE,
 } from '../lib/errors'
 import { type RequestRegistry, requestPath } from '../lib/http'
 import { describeValidationIssues, type ValidationIssue } from '../lib/validation-messages'
@@ -90,8 +92,11 @@ export interface RouteShapes {
 const DATABASE_UP_REFUSALS: Record<string, { level: 'warn' | 'error'; message: string }> = {
   [LOCK_NOT_AVAILABLE]: { level: 'warn', message: 'database lock wait timed out' },
   [READ_ONLY_TRANSACTION]: { level: 'error', message: 'database takes no writes (read-only)' },
-  '40001': { level: 'warn', message: 'transaction rolled back for a concurrent one (serialization failure)' },
-  '40P01': { level: 'error', message: 'transaction rolled back: deadlock with another one' },
+  [SERIALIZATION_FAILURE]: {
+    level: 'warn',
+    message: 'transaction rolled back for a concurrent one (serialization failure)',
+  },
+  [DEADLOCK_DETECTED]: { level: 'error', message: 'transaction rolled back: deadlock with another one' },
   [QUERY_CANCELED]: {
     level: 'warn',
     message: 'database statement cancelled (statement_timeout or an operator)',

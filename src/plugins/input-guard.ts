@@ -23,10 +23,12 @@ export function inputGuardPlugin(guard: InputGuard, routes: RouteTemplates) {
       // The inbound route reads its own body, within its own limit (and logs refusals for the
       // source's owner). A GET's body is never read (Bun hands none over), but an oversized one
       // is still refused like any other.
-      if (readsItsOwnBody(request)) return
+      const path = requestPath(request)
+      // The inbound route (`parse: 'none'`) reads its body itself, within its own 100 KB limit.
+      if (isWebhookLeadPath(path)) return
       guard.checkDeclaredLength(request)
       if (!request.body) return
-      if (isManagementPath(requestPath(request))) acceptJsonOnly(request)
+      if (isManagementPath(path)) acceptJsonOnly(request)
       guard.arm(request)
     })
     .onTransform({ as: 'global' }, ({ request, route, body, query, params }) => {
@@ -59,9 +61,4 @@ function acceptJsonOnly(request: Request): void {
     'unsupported_media_type',
     `the body must be JSON sent with Content-Type: application/json (${got})`,
   )
-}
-
-/** The inbound route (`parse: 'none'`) reads its body itself, within its own 100 KB limit. */
-function readsItsOwnBody(request: Request): boolean {
-  return isWebhookLeadPath(requestPath(request))
 }

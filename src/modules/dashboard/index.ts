@@ -97,7 +97,7 @@ async function htmlOrErrorPage(
   } catch (error) {
     if (error instanceof AppError && error.status >= 400 && error.status < 500) {
       set.status = error.status
-      return renderErrorPage(error.status, messageOf(error), session.basePath, session)
+      return renderErrorPage(error.status, messageOf(error), { session })
     }
     throw error
   }
@@ -191,7 +191,7 @@ export function dashboardModule(
       '/assets/:file',
       async ({ params, request, set, status }) => {
         const asset: Asset | undefined = (await loadedAssets()).get(params.file)
-        if (!asset) return status(404, renderErrorPage(404, 'no such file', basePath))
+        if (!asset) return status(404, renderErrorPage(404, 'no such file', { basePath }))
         const headers = {
           ...(set.headers as Record<string, string>),
           'content-type': asset.type,
@@ -221,7 +221,7 @@ export function dashboardModule(
         const problem = csrfProblem(config, request, body, expected)
         if (problem) {
           set.status = 403
-          return renderErrorPage(403, problem, basePath)
+          return renderErrorPage(403, problem, { basePath })
         }
         const result = await attempt(set, () => service.signIn(body.email, body.password))
         if (!result.value) {
@@ -255,7 +255,7 @@ export function dashboardModule(
         const problem = csrfProblem(config, request, body, expected)
         if (problem) {
           set.status = 403
-          return renderErrorPage(403, problem, basePath)
+          return renderErrorPage(403, problem, { basePath })
         }
         const result = await attempt(set, () =>
           service.signUp({

@@ -196,12 +196,11 @@ export function dashboardSessionPlugin(ctx: AppContext, resolver: CredentialReso
         }
         set.headers['content-type'] = 'text/html; charset=utf-8'
         const problem = csrfProblem(ctx.config, request, body, session.csrfToken)
-        if (problem) return status(403, renderErrorPage(403, problem, session.basePath, session))
+        if (problem) return status(403, renderErrorPage(403, problem, { session }))
         try {
           authorize(authentication, requirement)
         } catch (error) {
-          if (error instanceof AppError)
-            return status(403, renderErrorPage(403, error.message, session.basePath, session))
+          if (error instanceof AppError) return status(403, renderErrorPage(403, error.message, { session }))
           throw error
         }
         return { session, principal: session.principal }

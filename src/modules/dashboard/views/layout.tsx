@@ -16,17 +16,18 @@ export function documentOf(element: JSX.Element): string {
 }
 
 /**
+ * Who a page is for: a signed-in session (which carries the base path), or, before sign-in and on
+ * the errors plugin's pages, the base path alone (config.publicBasePath).
+ */
+export type PageFrame = { session: PageSession } | { session?: undefined; basePath: string }
+
+/**
  * The page around every view. `basePath` (config.publicBasePath, also on a session) starts every URL
  * the page hands the browser: the views write `${basePath}/app/…`, never a bare `/app/…`
  * (test/integration/dashboard-base-path.test.ts walks every page for one).
  */
 export function Layout(
-  props: PropsWithChildren<
-    { title: string; current?: string } & (
-      | { session: PageSession }
-      | { session?: undefined; basePath: string }
-    )
-  >,
+  props: PropsWithChildren<{ title: string; current?: string } & PageFrame>,
 ): JSX.Element {
   const { session } = props
   const basePath = session ? session.basePath : props.basePath
@@ -144,15 +145,11 @@ const ERROR_TITLES: Record<number, string> = {
   422: 'That did not work',
 }
 
-export function renderErrorPage(
-  status: number,
-  message: string,
-  basePath: string,
-  session?: PageSession,
-): string {
+export function renderErrorPage(status: number, message: string, frame: PageFrame): string {
   const title = ERROR_TITLES[status] ?? 'Something went wrong'
+  const basePath = frame.session ? frame.session.basePath : frame.basePath
   return documentOf(
-    <Layout title={title} {...(session ? { session } : { basePath })}>
+    <Layout title={title} {...frame}>
       <h1 safe>{title}</h1>
       <p class="notice error" role="alert" safe>
         {message}
@@ -170,7 +167,7 @@ export function renderErrorPage(
  */
 export function dashboardErrorPages(basePath: string) {
   return (request: Request, status: number, message: string): string | null =>
-    isDashboardPath(requestPath(request)) ? renderErrorPage(status, message, basePath) : null
+    isDashboardPath(requestPath(request)) ? renderErrorPage(status, message, { basePath }) : null
 }
 
 export function formatTime(iso: string | null | undefined): string {
